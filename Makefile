@@ -1,0 +1,52 @@
+# One command per job. Each target first creates or refreshes the virtual environment in
+# .venv (Python 3.11, every pinned dependency, the library in editable mode), so each is
+# complete on a fresh machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JOBS ?= 2
+SUBMISSIONS ?= submissions
+
+.PHONY: help setup book test lint unit notebooks browser bench lab exercises grade clean
+
+help:
+	@echo "make book       execute the chapters and build the HTML book into _build/html"
+	@echo "make test       lint and every test (library, chapters, exercises, browser)"
+	@echo "make bench      benchmarks: our code against PyTorch's, as ratios"
+	@echo "make lab        open the chapters in JupyterLab"
+	@echo "make exercises  build the student release and autograders from the instructor notebooks"
+	@echo "make grade SUBMISSIONS=folder   grade a folder of submitted notebooks into grades.csv"
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+setup: $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -n $(JOBS) -m "not browser"
+
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope -p no:randomly chapters
+
+test: lint unit notebooks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab chapters
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,58 @@
+"""transformer_lib: the small library the course builds, chapter by chapter.
+
+Everything a chapter, exercise or test needs is importable from here::
+
+    import transformer_lib as tl
+    mha = tl.MultiHeadAttention(d_model=64, num_heads=4)
+
+The core (numpy and torch maths) never imports plotting or widgets; those live in
+``transformer_lib.viz`` and ``transformer_lib.widgets`` on top of it.
+
+Glossary (used in code and prose alike): ``d_model`` width of the token vectors;
+``num_heads`` (h) heads; ``d_k = d_v = d_model / h`` per-head width; ``d_ff`` width of the
+feed-forward layer; ``num_layers`` (N) stacked layers; ``W_q, W_k, W_v, W_o`` the
+projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder's output;
+``src_mask``/``tgt_mask`` boolean masks, True where attention is allowed.
+"""
+
+from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .interop import from_torch, to_torch
+from .numpy_attention import (
+    AdditiveAttention,
+    additive_attention,
+    attention,
+    cosine_attention,
+    cosine_similarity,
+    softmax,
+)
+from .positional import (
+    LearnedPositionalEmbedding,
+    PositionalEncoding,
+    apply_rotary,
+    frequencies,
+    offset_matrix,
+    rotation_matrix,
+    sinusoidal_encoding,
+)
+
+__all__ = [
+    "AdditiveAttention",
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "additive_attention",
+    "apply_rotary",
+    "attention",
+    "causal_mask",
+    "cosine_attention",
+    "cosine_similarity",
+    "frequencies",
+    "from_torch",
+    "offset_matrix",
+    "padding_mask",
+    "rotation_matrix",
+    "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "softmax",
+    "to_torch",
+]

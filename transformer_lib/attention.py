@@ -1,0 +1,239 @@
+"""Attention in PyTorch: masks, scaled dot-product attention and multi-head attention.
+
+Chapters 04-06 teach these pieces; chapters 09 onwards build layers from them.
+
+Mask convention (the same as ``torch.nn.functional.scaled_dot_product_attention``): a
+mask is a boolean tensor, ``True`` where a query may attend to a key, broadcastable to
+``(batch, heads, q_len, k_len)``. ``torch.nn.MultiheadAttention`` uses the opposite
+convention (``True`` = blocked); :mod:`transformer_lib.interop` converts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _checks
+
+
+def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Look-ahead mask: ``(n, n)`` boolean, ``True`` on and below the diagonal.
+
+    Query position i may attend to key positions 0..i only, so a decoder cannot peek at
+    the tokens it is about to predict. Taught in chapter 05.
+    """
+    n = _checks.positive_int(n, "n")
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Key-padding mask: ``(batch, 1, 1, seq)`` boolean, ``False`` at padding tokens.
+
+    It broadcasts over heads and query positions, so no query attends to a pad.
+
+    Args:
+        tokens: ``(batch, seq)`` integer token ids.
+        pad_id: the id of the padding token.
+
+    Taught in chapter 05.
+    """
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+    _checks.ndim_exactly(tokens, 2, "tokens", "(batch, seq)")
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__} {pad_id!r}")
+    return (tokens != pad_id)[:, None, None, :]  # (batch, 1, 1, seq)
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _checks.float_tensor(x, name)
+        _checks.ndim_at_least(x, 2, name, f"(..., {'q_len' if name == 'q' else 'k_len'}, d)")
+    _checks.same_size(q.shape[-1], k.shape[-1], "the last dimensions of q and k (d_k)")
+    _checks.same_size(k.shape[-2], v.shape[-2], "the key and value counts of k and v (k_len)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    return (*batch, q.shape[-2], k.shape[-2])
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T / sqrt(d_k)) v``, written out step by step.
+
+    Args:
+        q: ``(..., q_len, d_k)`` queries; any leading batch dimensions (e.g. batch, heads).
+        k: ``(..., k_len, d_k)`` keys.
+        v: ``(..., k_len, d_v)`` values.
+        mask: optional boolean tensor, ``True`` where attention is allowed, broadcastable
+            to ``(..., q_len, k_len)``. A query row whose keys are all masked gets zero
+            weights and a zero output (never NaN): it has nothing to attend to.
+        dropout_p: probability of dropping an attention weight (applied whenever it is
+            positive, as in ``F.scaled_dot_product_attention``; pass 0 in evaluation).
+
+    Returns:
+        ``(output, weights)``: ``(..., q_len, d_v)`` and the softmax weights
+        ``(..., q_len, k_len)`` before dropout.
+
+    Taught in chapter 04; masks in chapter 05.
+    """
+    _check_qkv(q, k, v)
+    dropout_p = _checks.probability(dropout_p, "dropout_p")
+    # 1) scores: how well each query matches each key
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, k_len)
+    if mask is not None:
+        _checks.bool_mask(mask, "mask", scores.shape, "(..., q_len, k_len)")
+        scores = scores.masked_fill(~mask, float("-inf"))
+    # 2) softmax, row by row: each query's weights sum to 1
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # a fully masked row is softmax(all -inf) = NaN; it has no keys, so weights 0
+        weights = weights.masked_fill(~mask, 0.0)
+    attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    # 3) weighted sum of the values
+    return attended @ v, weights
+
+
+def _fused_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """The same maths through PyTorch's fused kernel, with fully masked rows zeroed."""
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    mask = mask.expand(_scores_shape(q, k))
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len, 1)
+    if bool(has_key.all()):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    # let empty rows see every key (so the kernel makes no NaN), then zero their output
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+    return out * has_key
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: ``Concat(head_1, ..., head_h) W_o``.
+
+    ``head_i = Attention(query W_q_i, key W_k_i, value W_v_i)``; each head works in
+    ``d_k = d_model / num_heads`` dimensions, so all heads together cost about as much as
+    one full-width head. The per-head projections are slices of the four
+    ``nn.Linear(d_model, d_model)`` layers ``W_q``, ``W_k``, ``W_v`` and ``W_o``.
+
+    Args:
+        d_model: width of the inputs and outputs.
+        num_heads: number of heads; must divide ``d_model``.
+        dropout: dropout on the attention weights during training.
+        bias: whether the four projections have biases.
+
+    After a forward pass with ``need_weights=True``, ``attention_weights`` holds the
+    weights of every head, ``(batch, heads, q_len, k_len)`` (detached).
+
+    Taught in chapter 06; used by the encoder and decoder layers (chapters 09-10).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        d_model = _checks.positive_int(d_model, "d_model")
+        num_heads = _checks.positive_int(num_heads, "num_heads")
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model must be divisible by num_heads, got d_model={d_model} and num_heads={num_heads}"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_k = d_model // num_heads
+        self.dropout = _checks.probability(dropout, "dropout")
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.attention_weights: torch.Tensor | None = None
+
+    def _check_inputs(self, query, key, value, mask) -> None:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            _checks.float_tensor(x, name)
+            _checks.ndim_exactly(x, 3, name, f"(batch, seq, d_model={self.d_model})")
+            if x.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (batch, seq, d_model={self.d_model}), got shape {tuple(x.shape)}"
+                )
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                "query, key and value must share the batch size, got "
+                f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
+            )
+        _checks.same_size(key.shape[1], value.shape[1], "the sequence lengths of key and value")
+        if mask is not None:
+            target = (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
+            _checks.bool_mask(mask, "mask", target, "(batch, heads, q_len, k_len)")
+
+    def _project(self, query, key, value):
+        """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""
+        if query is key and key is value:
+            weight = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
+            bias = None
+            if self.W_q.bias is not None:
+                bias = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+            return F.linear(query, weight, bias).chunk(3, dim=-1)
+        return self.W_q(query), self.W_k(key), self.W_v(value)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> torch.Tensor:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(batch, q_len, d_model)``.
+            key: ``(batch, k_len, d_model)``.
+            value: ``(batch, k_len, d_model)``.
+            mask: optional boolean, ``True`` where attention is allowed, broadcastable to
+                ``(batch, heads, q_len, k_len)``.
+            need_weights: True (default) runs the explicit matmul-softmax path and keeps
+                the weights in ``attention_weights``; False may use PyTorch's fused
+                kernel, which gives the same output but no weights.
+
+        Returns:
+            ``(batch, q_len, d_model)``.
+        """
+        self._check_inputs(query, key, value, mask)
+        b, q_len, _ = query.shape
+        k_len = key.shape[1]
+        h, d_k = self.num_heads, self.d_k
+        dropout_p = self.dropout if self.training else 0.0
+
+        # 1) project, then split d_model into h heads of d_k
+        q, k, v = self._project(query, key, value)
+        q = q.view(b, q_len, h, d_k).transpose(1, 2)  # (batch, heads, q_len, d_k)
+        k = k.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
+        v = v.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
+
+        # 2) attend, every head at once
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            self.attention_weights = weights.detach()  # (batch, heads, q_len, k_len)
+        else:
+            out = _fused_attention(q, k, v, mask, dropout_p)
+            self.attention_weights = None
+
+        # 3) concatenate the heads, then mix them with W_o
+        out = out.transpose(1, 2).reshape(b, q_len, self.d_model)  # (batch, q_len, d_model)
+        return self.W_o(out)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
