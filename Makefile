@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JOBS ?= 2
 SUBMISSIONS ?= submissions
 
-.PHONY: help setup book test lint unit notebooks browser bench lab exercises grade clean
+.PHONY: help setup book test lint unit notebooks book-tests bench lab exercises grade clean
 
 help:
 	@echo "make book       execute the chapters and build the HTML book into _build/html"
@@ -34,13 +34,20 @@ book: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# the library, exercises and tools (everything but the built book)
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -n $(JOBS) -m "not browser"
+	$(BIN)/python -m pytest tests -n $(JOBS) -m "not book"
 
+# every chapter, top to bottom, with the outputs of checked cells compared (nbval)
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope -p no:randomly chapters
+	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope chapters
 
-test: lint unit notebooks
+# the built book in headless Chromium, plus an internal link check
+book-tests: book
+	tools/ensure_chromium.sh
+	$(BIN)/python -m pytest tests/test_book.py -m book
+
+test: lint unit notebooks book-tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
