@@ -5,13 +5,14 @@
 - ipywidgets' HTML manager typesets widget labels through the MathJax 2 call
   ``MathJax.Hub.Queue``; the book loads MathJax 3, so that one call is provided.
 - The HTML manager loads its icon fonts relative to its own module's URL (and
-  ``window.__jupyter_widgets_assets_path__``); both are pointed at this build's ``_static/widgets/`` (fetched there from the npm
-  registry), so nothing comes from a CDN and nothing 404s, whatever folder a page is in.
+  ``window.__jupyter_widgets_assets_path__``); both are pointed at this build's
+  ``_static/widgets/`` (fetched there from the npm registry), so nothing comes from a CDN
+  and nothing 404s, whatever folder a page is in.
 """
 
 from __future__ import annotations
 
-PAGE_SHIMS = """
+PAGE_SHIMS = r"""
 (function () {
   var root = document.documentElement.dataset.content_root || "";
   var assets = new URL(root + "_static/widgets/", document.baseURI).href;

@@ -20,7 +20,8 @@ from nbclient import NotebookClient
 def execute(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     seconds = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
