@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import shutil
 import subprocess
@@ -21,11 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "_build"
-CACHE = BUILD / ".jupyter_cache"
-LIB_STAMP = BUILD / ".library-hash"
-WIDGET_DIR = ROOT / "_book_static" / "widgets"
+REPO = Path(__file__).resolve().parent.parent
+WIDGETS = Path("_book_static") / "widgets"
 NPM_PACKAGES = {  # package@version -> files to keep (relative to the package), target name
     "requirejs@2.3.8": [("require.js", "require.min.js")],
     # only the AMD bundle and the icon fonts it loads relative to itself (Jupyter Book includes
@@ -34,14 +32,15 @@ NPM_PACKAGES = {  # package@version -> files to keep (relative to the package), 
 }
 
 
-def fetch_widget_scripts() -> None:
-    """Download the pinned npm packages' browser files into _static/widgets/ (once)."""
-    if (WIDGET_DIR / "embed-amd.js").exists() and (WIDGET_DIR / "require.min.js").exists():
+def fetch_widget_scripts(root: Path) -> None:
+    """Download the pinned npm packages' browser files into _book_static/widgets/ (once)."""
+    widget_dir = root / WIDGETS
+    if (widget_dir / "embed-amd.js").exists() and (widget_dir / "require.min.js").exists():
         return
     npm = shutil.which("npm")
     if npm is None:
         sys.exit("book: npm is needed once to fetch the ipywidgets scripts; install Node.js (apt-get install npm)")
-    WIDGET_DIR.mkdir(parents=True, exist_ok=True)
+    widget_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for spec, files in NPM_PACKAGES.items():
             out = subprocess.run([npm, "pack", spec, "--silent"], cwd=tmp, check=True,
@@ -54,54 +53,61 @@ def fetch_widget_scripts() -> None:
                 if src.is_dir():
                     for font in src.iterdir():
                         if font.suffix in {".woff2", ".woff", ".ttf", ".eot", ".svg"}:
-                            shutil.copy2(font, WIDGET_DIR / font.name)
+                            shutil.copy2(font, widget_dir / font.name)
                 else:
-                    shutil.copy2(src, WIDGET_DIR / target)
-    print(f"book: ipywidgets scripts fetched into {WIDGET_DIR.relative_to(ROOT)}")
+                    shutil.copy2(src, widget_dir / target)
+    print(f"book: ipywidgets scripts fetched into {WIDGETS}")
 
 
-def library_hash() -> str:
+def library_hash(root: Path) -> str:
+    """A digest of every source file of transformer_lib (names and contents)."""
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "transformer_lib").rglob("*.py")):
-        digest.update(path.relative_to(ROOT).as_posix().encode())
+    for path in sorted((root / "transformer_lib").rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def invalidate_cache_if_library_changed() -> None:
-    current = library_hash()
-    previous = LIB_STAMP.read_text().strip() if LIB_STAMP.exists() else None
-    if previous != current and CACHE.exists():
+def invalidate_cache_if_library_changed(root: Path) -> bool:
+    """Delete the execution cache if the library differs from the one of the last build."""
+    cache, stamp = root / "_build" / ".jupyter_cache", root / "_build" / ".library-hash"
+    previous = stamp.read_text().strip() if stamp.exists() else None
+    if previous != library_hash(root) and cache.exists():
         print("book: transformer_lib changed since the last build; re-executing every chapter")
-        shutil.rmtree(CACHE)
+        shutil.rmtree(cache)
+        return True
+    return False
 
 
-def report_failures() -> None:
-    """Print the saved traceback of every notebook that failed to execute."""
-    for log in sorted((BUILD / "html" / "reports").rglob("*.err.log")):
-        print(f"\n===== execution failed: {log.relative_to(BUILD / 'html' / 'reports').with_suffix('')} =====")
+def report_failures(root: Path) -> None:
+    """Print the saved traceback (notebook, cell, error) of every notebook that failed to execute."""
+    reports = root / "_build" / "html" / "reports"
+    for log in sorted(reports.rglob("*.err.log")):
+        print(f"\n===== execution failed: {log.relative_to(reports).with_suffix('')} =====")
         print(log.read_text())
 
 
-def build() -> float:
-    fetch_widget_scripts()
-    invalidate_cache_if_library_changed()
-    shutil.rmtree(BUILD / "html" / "reports", ignore_errors=True)
+def build(root: Path = REPO) -> float:
+    """Build the book in ``root``; exit with a message if any warning or cell fails."""
+    fetch_widget_scripts(root)
+    invalidate_cache_if_library_changed(root)
+    shutil.rmtree(root / "_build" / "html" / "reports", ignore_errors=True)
     start = time.perf_counter()
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT), "--builder", "html",
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html",
          "-W", "-n", "--keep-going"],
-        cwd=ROOT,
+        cwd=root,
     )
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        report_failures()
+        report_failures(root)
         sys.exit(f"book: build failed after {seconds:.0f} s (warnings count as errors)")
-    BUILD.mkdir(exist_ok=True)
-    LIB_STAMP.write_text(library_hash())
+    (root / "_build" / ".library-hash").write_text(library_hash(root))
     print(f"book: built _build/html in {seconds:.1f} s")
     return seconds
 
 
 if __name__ == "__main__":
-    build()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=REPO, help="the book's folder (default: this repository)")
+    build(parser.parse_args().root.resolve())
