@@ -17,6 +17,19 @@ projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder
 
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .interop import from_torch, to_torch
+from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
+from .model import (
+    Decoder,
+    DecoderOnlyModel,
+    Embeddings,
+    Encoder,
+    EncoderOnlyModel,
+    Generator,
+    Transformer,
+    TransformerConfig,
+    build_model,
+    count_parameters,
+)
 from .numpy_attention import (
     AdditiveAttention,
     additive_attention,
@@ -36,6 +49,20 @@ from .positional import (
 )
 
 __all__ = [
+    "AddNorm",
+    "Decoder",
+    "DecoderLayer",
+    "DecoderOnlyModel",
+    "Embeddings",
+    "Encoder",
+    "EncoderLayer",
+    "EncoderOnlyModel",
+    "FeedForward",
+    "Generator",
+    "Transformer",
+    "TransformerConfig",
+    "build_model",
+    "count_parameters",
     "AdditiveAttention",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
