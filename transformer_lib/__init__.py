@@ -47,6 +47,7 @@ from .positional import (
     rotation_matrix,
     sinusoidal_encoding,
 )
+from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
 
 __all__ = [
     "AddNorm",
@@ -64,6 +65,9 @@ __all__ = [
     "build_model",
     "count_parameters",
     "AdditiveAttention",
+    "BahdanauAttention",
+    "BahdanauSeq2Seq",
+    "BiRNNEncoder",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "PositionalEncoding",
