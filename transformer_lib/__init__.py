@@ -16,6 +16,8 @@ projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder
 """
 
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .data import Batch, Seq2SeqDataset, Vocab, make_batch, make_splits, make_task, number_to_words
+from .decoding import beam_search, generate, greedy_decode, length_penalty
 from .interop import from_torch, to_torch
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .model import (
@@ -48,8 +50,39 @@ from .positional import (
     sinusoidal_encoding,
 )
 from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
+from .training import (
+    History,
+    LabelSmoothingLoss,
+    exact_match,
+    load_checkpoint,
+    make_optimizer,
+    save_checkpoint,
+    smoothed_targets,
+    train,
+    warmup_lr,
+)
 
 __all__ = [
+    "Batch",
+    "History",
+    "LabelSmoothingLoss",
+    "Seq2SeqDataset",
+    "Vocab",
+    "beam_search",
+    "exact_match",
+    "generate",
+    "greedy_decode",
+    "length_penalty",
+    "load_checkpoint",
+    "make_batch",
+    "make_optimizer",
+    "make_splits",
+    "make_task",
+    "number_to_words",
+    "save_checkpoint",
+    "smoothed_targets",
+    "train",
+    "warmup_lr",
     "AddNorm",
     "Decoder",
     "DecoderLayer",

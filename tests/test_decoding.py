@@ -1,0 +1,142 @@
+"""Tests for transformer_lib.decoding: greedy decoding, beam search, generation."""
+
+import math
+
+import pytest
+import torch
+
+import transformer_lib as tl
+from transformer_lib.decoding import beam_search, generate, greedy_decode, length_penalty
+
+PAD, BOS, EOS = 0, 1, 2
+A, B, C, D = 3, 4, 5, 6
+V = 7
+
+
+class MarkovStub:
+    """A 'model' whose next-token distribution depends only on the last token: ``table[last]``."""
+
+    def __init__(self, table: dict[int, dict[int, float]]):
+        probs = torch.full((V, V), 1e-12)
+        for last, row in table.items():
+            for token, p in row.items():
+                probs[last, token] = p
+        self.log_table = (probs / probs.sum(-1, keepdim=True)).log()  # (V, V)
+        self.calls = 0
+
+    def encode(self, src, src_mask):
+        return torch.zeros(src.shape[0], src.shape[1], 1)  # (batch, src_len, 1): unused
+
+    def decode(self, tgt, memory, src_mask, tgt_mask):
+        self.calls += 1
+        assert tgt_mask.shape == (tgt.shape[1], tgt.shape[1])  # a causal mask each step
+        return self.log_table[tgt]  # (batch, tgt_len, V)
+
+    def __call__(self, tokens):  # as a decoder-only language model
+        return self.log_table[tokens]
+
+
+SRC = torch.tensor([[3, 4, 5], [3, 0, 0]])
+
+# greedy takes A (0.6), then the best after A is C (0.36) -> "A C <eos>" with p = 0.216;
+# the best sequence is "B <eos>" with p = 0.4 * 0.99 = 0.396, which beam search finds.
+TRAP = MarkovStub({BOS: {A: 0.6, B: 0.4}, A: {EOS: 0.3, C: 0.36, D: 0.34}, B: {EOS: 0.99, D: 0.01},
+                   C: {EOS: 1.0}, D: {EOS: 1.0}})  # fmt: skip
+
+
+def test_greedy_and_beam_agree_on_a_peaked_known_distribution():
+    chain = MarkovStub({BOS: {A: 0.9, B: 0.1}, A: {C: 0.8, EOS: 0.2}, C: {D: 0.7, A: 0.3}, D: {EOS: 0.95, A: 0.05}})
+    expected = [[A, C, D, EOS], [A, C, D, EOS]]
+    assert greedy_decode(chain, SRC, max_len=10).tolist() == expected
+    out, scores = beam_search(chain, SRC, max_len=10, beam_size=3, return_scores=True)
+    assert out.tolist() == expected
+    log_p = math.log(0.9 * 0.8 * 0.7 * 0.95)
+    torch.testing.assert_close(scores, torch.full((2,), log_p / length_penalty(4, 0.6)))
+
+
+def test_beam_search_escapes_the_greedy_trap():
+    assert greedy_decode(TRAP, SRC[:1], max_len=5).tolist() == [[A, C, EOS]]
+    assert beam_search(TRAP, SRC[:1], max_len=5, beam_size=2).tolist() == [[B, EOS]]
+    assert beam_search(TRAP, SRC[:1], max_len=5, beam_size=1).tolist() == [[A, C, EOS]]
+
+
+def test_length_normalisation_changes_the_winner():
+    # "A <eos>" (p = 0.45) against the longer "A B <eos>" (p = 0.40)
+    stub = MarkovStub({BOS: {A: 1.0}, A: {EOS: 0.45, B: 0.40, C: 0.15}, B: {EOS: 1.0}, C: {EOS: 1.0}})
+    # raw scores: "A <eos>" log 0.45 beats "A B <eos>" log 0.40
+    assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=0.0).tolist() == [[A, EOS]]
+    # strong normalisation divides the longer one's score by more and lets it win
+    assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=2.0).tolist() == [[A, B, EOS]]
+    assert length_penalty(3, 0.0) == 1.0 and length_penalty(1, 1.0) == 1.0
+
+
+def test_beam_width_one_equals_greedy_on_a_transformer():
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)).eval()
+    src = torch.randint(3, 9, (6, 7))
+    src[2, 4:] = PAD
+    greedy = greedy_decode(model, src, max_len=9)
+    beam = beam_search(model, src, max_len=9, beam_size=1)
+    width = max(greedy.shape[1], beam.shape[1])
+    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD)  # noqa: E731
+    assert torch.equal(pad(greedy), pad(beam))
+
+
+def test_decoding_stops_at_eos_and_pads_after_it():
+    stub = MarkovStub({BOS: {A: 1.0}, A: {EOS: 0.6, B: 0.4}, B: {B: 1.0}})
+    out = greedy_decode(stub, SRC, max_len=50)
+    assert out.tolist() == [[A, EOS], [A, EOS]]
+    assert stub.calls == 2  # stopped as soon as every row had ended
+    never_ends = MarkovStub({BOS: {B: 1.0}, B: {B: 1.0}})
+    assert greedy_decode(never_ends, SRC, max_len=4).tolist() == [[B] * 4] * 2
+    assert beam_search(never_ends, SRC, max_len=4, beam_size=2).tolist() == [[B] * 4] * 2
+
+
+def test_rows_end_at_different_steps():
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)).eval()
+    src = torch.randint(3, 9, (8, 5))
+    out = greedy_decode(model, src, max_len=6)
+    for row in out.tolist():
+        if EOS in row:
+            assert all(t == PAD for t in row[row.index(EOS) + 1 :])
+
+
+def test_decoding_restores_training_mode():
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9))
+    model.train()
+    greedy_decode(model, torch.tensor([[3, 4]]), max_len=3)
+    assert model.training
+
+
+def test_generate_with_a_language_model():
+    stub = MarkovStub({A: {B: 0.7, C: 0.3}, B: {C: 0.9, EOS: 0.1}, C: {A: 0.6, EOS: 0.4}, EOS: {EOS: 1.0}})
+    prompt = torch.tensor([[A], [B]])
+    assert generate(stub, prompt, 4, greedy=True).tolist() == [[A, B, C, A, B], [B, C, A, B, C]]
+    assert torch.equal(generate(stub, prompt, 4, top_k=1), generate(stub, prompt, 4, greedy=True))
+    g = torch.Generator().manual_seed(0)
+    sampled = generate(stub, prompt, 30, generator=g)
+    assert sampled.shape == (2, 31)
+    assert set(sampled[:, 1:].flatten().tolist()) <= {A, B, C, EOS}
+    with_eos = generate(stub, torch.tensor([[C]]), 10, eos_id=EOS, greedy=True, temperature=0.5)
+    assert with_eos.tolist() == [[C, A, B, C, A, B, C, A, B, C, A]]  # greedy never picks <eos> here
+    model = tl.build_model(tl.TransformerConfig.preset("gpt-tiny")).eval()
+    out = generate(model, torch.tensor([[5, 6, 7]]), 5, greedy=True)
+    assert out.shape == (1, 8) and out[0, :3].tolist() == [5, 6, 7]
+
+
+def test_decoding_errors_name_the_argument():
+    with pytest.raises(TypeError, match="model must have encode"):
+        greedy_decode(object(), SRC, 5)
+    with pytest.raises(ValueError, match=r"src must be a \(batch, src_len\) tensor of token ids"):
+        greedy_decode(TRAP, SRC.float(), 5)
+    with pytest.raises(ValueError, match="max_len must be a positive integer, got 0"):
+        greedy_decode(TRAP, SRC, 0)
+    with pytest.raises(ValueError, match="beam_size must be a positive integer, got 0"):
+        beam_search(TRAP, SRC, 5, beam_size=0)
+    with pytest.raises(ValueError, match="alpha must be a non-negative float"):
+        beam_search(TRAP, SRC, 5, alpha=-1.0)
+    with pytest.raises(TypeError, match="eos_id must be a non-negative int"):
+        greedy_decode(TRAP, SRC, 5, eos_id="<eos>")
+    with pytest.raises(ValueError, match="temperature must be a positive float"):
+        generate(TRAP, SRC, 3, temperature=0)

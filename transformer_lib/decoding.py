@@ -1,0 +1,267 @@
+"""Turning a trained model's next-token probabilities into output sequences.
+
+* :func:`greedy_decode`: at each step take the most probable token (a whole batch at once).
+* :func:`beam_search`: keep the ``beam_size`` best partial outputs, score finished ones
+  with length normalisation (Wu et al., 2016: ``lp(Y) = ((5 + |Y|) / 6) ** alpha``, used
+  by Vaswani et al. with ``alpha = 0.6``). ``beam_size=1`` is greedy decoding.
+* :func:`generate`: sampling (or greedy) continuation for a decoder-only language model.
+
+Encoder-decoder decoding needs only two methods of the model: ``encode(src, src_mask)``
+-> ``memory`` and ``decode(tgt, memory, src_mask, tgt_mask)`` -> log-probabilities
+``(batch, tgt_len, vocab)``, as :class:`~transformer_lib.model.Transformer` has. Both
+stop a sequence at ``<eos>``; outputs are ``(batch, out_len)`` ids without ``<bos>``,
+ending with ``<eos>`` when one was produced and padded with ``pad_id`` after it.
+Taught in chapter 11 (and 13 for :func:`generate`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from . import _checks
+from .attention import causal_mask, padding_mask
+
+
+@contextlib.contextmanager
+def _evaluating(model: object) -> Iterator[None]:
+    """Eval mode and no gradients for the duration, then the model's mode as it was."""
+    was_training = isinstance(model, nn.Module) and model.training
+    if was_training:
+        model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        if was_training:
+            model.train()
+
+
+def _check_ids(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{name} must be a non-negative int token id, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _prepare(model, src, src_mask, pad_id, max_len):
+    for method in ("encode", "decode"):
+        if not callable(getattr(model, method, None)):
+            raise TypeError(
+                f"model must have encode(src, src_mask) and decode(tgt, memory, src_mask, tgt_mask) methods, "
+                f"got {type(model).__name__} without {method}"
+            )
+    if not isinstance(src, torch.Tensor) or src.is_floating_point() or src.ndim != 2:
+        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be a (batch, src_len) tensor of token ids, got {shape}")
+    _checks.positive_int(max_len, "max_len")
+    if src_mask is None:
+        src_mask = padding_mask(src, pad_id)  # (batch, 1, 1, src_len)
+    return src_mask
+
+
+def greedy_decode(
+    model,
+    src: torch.Tensor,
+    max_len: int,
+    *,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int = 0,
+    src_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Decode a batch by taking the most probable next token at every step.
+
+    Args:
+        model: has ``encode`` and ``decode`` (see the module docstring).
+        src: ``(batch, src_len)`` source ids.
+        max_len: the most tokens to produce per sequence (``<eos>`` included).
+        bos_id, eos_id, pad_id: the special ids.
+        src_mask: boolean ``(batch, 1, 1, src_len)``; by default the padding mask of ``src``.
+
+    Returns:
+        ``(batch, out_len)`` ids, ``out_len <= max_len``: each row up to and including its
+        ``<eos>``, then ``pad_id``. Decoding stops when every row has produced ``<eos>``.
+    """
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        _check_ids(value, name)
+    src_mask = _prepare(model, src, src_mask, pad_id, max_len)
+    with _evaluating(model):
+        # 1) encode the source once
+        memory = model.encode(src, src_mask)  # (batch, src_len, d_model)
+        ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        for _ in range(max_len):
+            # 2) log-probabilities of the next token given everything produced so far
+            t = ys.shape[1]
+            log_probs = model.decode(ys, memory, src_mask, causal_mask(t, device=src.device))[:, -1]  # (batch, V)
+            # 3) take the best token; rows that already ended get padding
+            next_token = log_probs.argmax(dim=-1).masked_fill(done, pad_id)  # (batch,)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)  # (batch, t + 1)
+            done |= next_token == eos_id
+            if bool(done.all()):
+                break
+    return ys[:, 1:]
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """Wu et al. (2016)'s length normalisation ``((5 + length) / 6) ** alpha``; 1 when ``alpha = 0``."""
+    return ((5 + length) / 6) ** alpha
+
+
+def beam_search(
+    model,
+    src: torch.Tensor,
+    max_len: int,
+    beam_size: int = 4,
+    *,
+    alpha: float = 0.6,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int = 0,
+    src_mask: torch.Tensor | None = None,
+    return_scores: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Beam search with length normalisation, one source sequence at a time.
+
+    Every step extends each of the ``beam_size`` live hypotheses by every token and keeps
+    the best ``beam_size`` continuations by total log-probability. A continuation that
+    ends in ``<eos>`` among the top ``beam_size`` is finished; search stops when
+    ``beam_size`` hypotheses have finished (or at ``max_len``). The answer is the
+    finished hypothesis with the best ``log P(Y) / lp(|Y|)`` (see :func:`length_penalty`).
+    With ``beam_size=1`` this is exactly :func:`greedy_decode` (unless two tokens tie
+    exactly, where the two may break the tie differently).
+
+    Args:
+        model, src, max_len, bos_id, eos_id, pad_id, src_mask: as in :func:`greedy_decode`.
+        beam_size: number of hypotheses kept (the beam width).
+        alpha: strength of the length normalisation (0: none; the paper uses 0.6).
+        return_scores: also return each answer's normalised score.
+
+    Returns:
+        ``(batch, out_len)`` ids as :func:`greedy_decode` (and ``(batch,)`` scores).
+    """
+    beam_size = _checks.positive_int(beam_size, "beam_size")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
+        raise ValueError(f"alpha must be a non-negative float, got {alpha!r}")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        _check_ids(value, name)
+    src_mask = _prepare(model, src, src_mask, pad_id, max_len)
+    if src_mask.shape[0] != src.shape[0]:
+        src_mask = src_mask.expand(src.shape[0], *src_mask.shape[1:])
+    answers, scores = [], []
+    with _evaluating(model):
+        memory = model.encode(src, src_mask)  # (batch, src_len, d_model)
+        for i in range(src.shape[0]):
+            tokens, score = _beam_one(model, memory[i : i + 1], src_mask[i : i + 1], max_len, beam_size,
+                                      alpha, bos_id, eos_id)  # fmt: skip
+            answers.append(tokens)
+            scores.append(score)
+    width = max(len(a) for a in answers)
+    out = torch.full((len(answers), width), pad_id, dtype=torch.long, device=src.device)
+    for i, a in enumerate(answers):
+        out[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+    if return_scores:
+        return out, torch.tensor(scores)
+    return out
+
+
+def _beam_one(model, memory, src_mask, max_len, beam_size, alpha, bos_id, eos_id) -> tuple[list[int], float]:
+    """Beam search for one source: ``memory`` ``(1, src_len, d_model)``."""
+    device = memory.device
+    beams = torch.full((1, 1), bos_id, dtype=torch.long, device=device)  # (live, t): each starts with <bos>
+    beam_scores = torch.zeros(1, device=device)  # (live,) total log-probability
+    finished: list[tuple[float, list[int]]] = []  # (normalised score, tokens)
+    for _ in range(max_len):
+        n, t = beams.shape
+        # 1) next-token log-probabilities of every live hypothesis
+        log_probs = model.decode(
+            beams, memory.expand(n, -1, -1), src_mask.expand(n, *src_mask.shape[1:]), causal_mask(t, device=device)
+        )[:, -1]  # (live, V)
+        vocab = log_probs.shape[-1]
+        # 2) every extension's total score; the best 2 * beam_size are enough to refill the beam
+        candidates = (beam_scores[:, None] + log_probs).flatten()  # (live * V,)
+        top_scores, top_index = candidates.topk(min(2 * beam_size, candidates.numel()))
+        # 3) split them into finished (ended with <eos>) and live ones
+        live, live_scores = [], []
+        for rank, (score, index) in enumerate(zip(top_scores.tolist(), top_index.tolist())):
+            beam, token = divmod(index, vocab)
+            if token == eos_id:
+                if rank < beam_size:  # only an <eos> among the top beam_size counts
+                    tokens = beams[beam, 1:].tolist() + [eos_id]
+                    finished.append((score / length_penalty(len(tokens), alpha), tokens))
+            else:
+                live.append(torch.cat([beams[beam], beams.new_tensor([token])]))
+                live_scores.append(score)
+            if len(live) == beam_size:
+                break
+        if len(finished) >= beam_size or not live:
+            break
+        beams = torch.stack(live)  # (live, t + 1)
+        beam_scores = torch.tensor(live_scores, device=device)
+    else:
+        # 4) out of length: the live hypotheses compete as they are
+        for tokens, score in zip(beams[:, 1:].tolist(), beam_scores.tolist()):
+            finished.append((score / length_penalty(len(tokens), alpha), tokens))
+    best_score, best_tokens = max(finished, key=lambda f: f[0])
+    return best_tokens, best_score
+
+
+def generate(
+    model: nn.Module,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    eos_id: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Continue ``prompt`` with a decoder-only language model, one token at a time.
+
+    Args:
+        model: maps ``(batch, t)`` ids to log-probabilities ``(batch, t, vocab)`` with a
+            causal mask (e.g. :class:`~transformer_lib.model.DecoderOnlyModel`).
+        prompt: ``(batch, t)`` ids to start from.
+        max_new_tokens: how many tokens to add.
+        temperature: divides the log-probabilities before sampling (lower: safer).
+        top_k: sample only among the ``top_k`` most probable tokens.
+        greedy: take the most probable token instead of sampling.
+        eos_id: stop once every row has produced this id (rows that ended repeat it).
+        generator: a ``torch.Generator`` for reproducible sampling.
+
+    Returns:
+        ``(batch, t + new)`` ids, the prompt included. Taught in chapter 13.
+    """
+    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point() or prompt.ndim != 2:
+        raise ValueError("prompt must be a (batch, t) tensor of token ids")
+    max_new_tokens = _checks.positive_int(max_new_tokens, "max_new_tokens")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"temperature must be a positive float, got {temperature!r}")
+    if top_k is not None:
+        top_k = _checks.positive_int(top_k, "top_k")
+    max_positions = getattr(getattr(model, "config", None), "max_len", None)
+    ids = prompt
+    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    with _evaluating(model):
+        for _ in range(max_new_tokens):
+            context = ids if max_positions is None else ids[:, -max_positions:]  # crop to the model's positions
+            logits = model(context)[:, -1] / temperature  # (batch, V)
+            if top_k is not None and top_k < logits.shape[-1]:
+                kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (batch, 1)
+                logits = logits.masked_fill(logits < kth, -math.inf)
+            if greedy:
+                next_token = logits.argmax(dim=-1)
+            else:
+                next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[:, 0]
+            if eos_id is not None:
+                next_token = next_token.masked_fill(done, eos_id)
+                done |= next_token == eos_id
+            ids = torch.cat([ids, next_token[:, None]], dim=1)  # (batch, t + 1)
+            if eos_id is not None and bool(done.all()):
+                break
+    return ids
