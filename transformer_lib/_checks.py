@@ -91,7 +91,9 @@ def broadcastable(shape: Sequence[int], target: Sequence[int]) -> bool:
 
 def bool_mask(mask: Any, name: str, target: Sequence[int], layout: str) -> Any:
     """Check that ``mask`` is boolean (True = may attend) and broadcasts to ``target``."""
-    dtype = mask.dtype
+    dtype = getattr(mask, "dtype", None)
+    if dtype is None:
+        raise TypeError(f"{name} must be a boolean array or tensor, got {type(mask).__name__}")
     if dtype not in (torch.bool, np.bool_, bool):
         raise TypeError(
             f"{name} must be boolean (True where attention is allowed), got dtype {dtype}"

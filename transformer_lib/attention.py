@@ -60,6 +60,14 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def _check_mask(mask, target: tuple[int, ...], layout: str) -> None:
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor (boolean, True where attention is allowed), got {type(mask).__name__}"
+        )
+    _checks.bool_mask(mask, "mask", target, layout)
+
+
 def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     return (*batch, q.shape[-2], k.shape[-2])
@@ -95,7 +103,7 @@ def scaled_dot_product_attention(
     # 1) scores: how well each query matches each key
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, k_len)
     if mask is not None:
-        _checks.bool_mask(mask, "mask", scores.shape, "(..., q_len, k_len)")
+        _check_mask(mask, scores.shape, "(..., q_len, k_len)")
         scores = scores.masked_fill(~mask, float("-inf"))
     # 2) softmax, row by row: each query's weights sum to 1
     weights = torch.softmax(scores, dim=-1)
@@ -176,7 +184,7 @@ class MultiHeadAttention(nn.Module):
         _checks.same_size(key.shape[1], value.shape[1], "the sequence lengths of key and value")
         if mask is not None:
             target = (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
-            _checks.bool_mask(mask, "mask", target, "(batch, heads, q_len, k_len)")
+            _check_mask(mask, target, "(batch, heads, q_len, k_len)")
 
     def _project(self, query, key, value):
         """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""

@@ -11,6 +11,7 @@ leading batch dimensions.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -24,7 +25,8 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Subtracting the maximum before exponentiating leaves the result unchanged (the factor
     cancels) but keeps ``exp`` from overflowing, so logits of magnitude 1e4 are fine.
     Entries equal to ``-inf`` get weight exactly 0; a slice that is entirely ``-inf``
-    (nothing to attend to) gets all zeros rather than NaN.
+    (nothing to attend to) gets all zeros rather than NaN; ``+inf`` entries share all the
+    weight of their slice. The dtype of a floating input is kept.
 
     Args:
         x: array of logits, any shape.
@@ -40,8 +42,12 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     if np.isnan(x).any():
         raise ValueError("x contains NaN")
     peak = np.max(x, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)  # an all -inf slice stays -inf -> exp 0
-    e = np.exp(x - peak)
+    shifted = x - np.where(np.isfinite(peak), peak, 0.0)  # an all -inf slice stays -inf -> exp 0
+    if np.isposinf(peak).any():
+        # a +inf logit is the limit of ever larger ones: the +inf entries share all the weight
+        zero, minus_inf = np.zeros((), x.dtype), np.array(-np.inf, x.dtype)
+        shifted = np.where(np.isposinf(peak), np.where(np.isposinf(x), zero, minus_inf), shifted)
+    e = np.exp(shifted)
     total = np.sum(e, axis=axis, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
@@ -134,7 +140,7 @@ def attention(
     _checks.same_size(Q.shape[-1], K.shape[-1], "the last dimensions of Q and K (d_k)")
     _checks.same_size(K.shape[-2], V.shape[-2], "the key and value counts of K and V (k_len)")
     if isinstance(scale, bool):
-        divisor = np.sqrt(Q.shape[-1]) if scale else 1.0
+        divisor = math.sqrt(Q.shape[-1]) if scale else 1.0  # a Python float keeps float32 float32
     elif isinstance(scale, (int, float)) and scale > 0:
         divisor = float(scale)
     else:

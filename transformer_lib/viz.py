@@ -138,6 +138,9 @@ def plot_attention_grid(
     layers, heads = w.shape[:2]
     if y_labels is None and x_labels is not None and w.shape[2] == w.shape[3]:
         y_labels = x_labels
+    for labels, size, name in ((x_labels, w.shape[3], "x_labels"), (y_labels, w.shape[2], "y_labels")):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"{name} must have {size} entries to match the weights, got {len(labels)}")
     fig, axes = plt.subplots(layers, heads, figsize=(cell_size * heads + 1, cell_size * layers + 0.6),
                              squeeze=False)
     image = None
@@ -173,9 +176,12 @@ def plot_curve(
     logy: bool = False,
 ) -> Axes:
     """A labelled line plot, e.g. a loss history or a learning-rate schedule."""
+    y = to_numpy(values)
+    if y.ndim != 1:
+        raise ValueError(f"values must be one-dimensional (one value per step), got shape {y.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(np.arange(1, len(values) + 1), to_numpy(values))
+    ax.plot(np.arange(1, len(y) + 1), y)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
