@@ -155,3 +155,20 @@ def test_dataset_batches_cover_every_example_once():
     assert not torch.equal(next(ds.batches(20, seed=5)).src, batches[0].src)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         next(ds.batches(0))
+
+
+def test_bucketed_batches_cover_every_example_once_with_less_padding():
+    ds = make_task("reverse", 1000, seed=0, max_len=16)
+    plain = list(ds.batches(50, seed=2))
+    bucketed = list(ds.batches(50, seed=2, bucket=True))
+
+    def examples(batches):
+        return sorted(tuple(row[row != 0].tolist()) for b in batches for row in b.src)
+
+    def pads(batches):
+        return sum(int((b.src == 0).sum()) for b in batches)
+
+    assert examples(bucketed) == examples(plain) and len(bucketed) == len(plain) == 20
+    assert pads(bucketed) < 0.2 * pads(plain)
+    assert len({b.src.shape[1] for b in bucketed}) > 5  # batches of different lengths, in shuffled order
+    assert [b.src.shape[1] for b in bucketed] != sorted(b.src.shape[1] for b in bucketed)

@@ -70,6 +70,21 @@ def test_length_normalisation_changes_the_winner():
     assert length_penalty(3, 0.0) == 1.0 and length_penalty(1, 1.0) == 1.0
 
 
+def test_beam_width_one_equals_greedy_when_eos_is_the_runner_up():
+    # <eos> is second best at the first step: with one beam it must not end the search
+    stub = MarkovStub({BOS: {A: 0.6, EOS: 0.4}, A: {B: 0.55, EOS: 0.45}, B: {EOS: 1.0}})
+    assert greedy_decode(stub, SRC, max_len=5).tolist() == [[A, B, EOS]] * 2
+    assert beam_search(stub, SRC, max_len=5, beam_size=1).tolist() == [[A, B, EOS]] * 2
+
+
+def test_an_eos_ranked_below_the_beam_does_not_finish_a_hypothesis():
+    # step 2 ranks: "A <eos>" .286 (finished), "A C" .264, "B <eos>" .2475 (rank 2 >= beam: ignored), "B D" .2025
+    stub = MarkovStub({BOS: {A: 0.55, B: 0.45}, A: {EOS: 0.52, C: 0.48}, B: {EOS: 0.55, D: 0.45},
+                       C: {EOS: 1.0}, D: {EOS: 1.0}})  # fmt: skip
+    # so the search goes on, and with strong length normalisation "A C <eos>" wins
+    assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=2.0).tolist() == [[A, C, EOS]]
+
+
 def test_beam_width_one_equals_greedy_on_a_transformer():
     torch.manual_seed(0)
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)).eval()

@@ -154,6 +154,29 @@ def test_from_nn_transformer_keeps_its_final_norms(norm_first):
     assert rel_err(ours(xs, xt, src_mask, tgt_mask), ref) <= 1e-5
 
 
+def test_stacks_without_embeddings_take_vectors():
+    enc = tl.Encoder(None, D, H, 1, D_FF)
+    assert enc.embedding is None
+    x = torch.randn(2, 5, D)
+    assert enc(x).shape == (2, 5, D)
+    with pytest.raises(TypeError, match="src must be a floating-point tensor, got dtype torch.int64"):
+        enc(torch.zeros(2, 5, dtype=torch.long))  # token ids, but this encoder has no embedding
+    with pytest.raises(ValueError, match=r"src must have shape \(batch, src_len, d_model=32\)"):
+        enc(torch.zeros(2, 5, 8))
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
+        tl.Decoder(0, D, H, 1, D_FF)
+
+
+def test_generator_is_a_linear_map_then_log_softmax():
+    torch.manual_seed(0)
+    gen = tl.Generator(D, 9)
+    x = torch.randn(2, 3, D)
+    torch.testing.assert_close(gen(x), torch.log_softmax(x @ gen.proj.weight.T + gen.proj.bias, dim=-1))
+    assert tl.Generator(D, 9, bias=False).proj.bias is None
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got -1"):
+        tl.Generator(D, -1)
+
+
 # --------------------------------------------------------------------------- Transformer
 
 

@@ -205,15 +205,33 @@ class Seq2SeqDataset:
             self._encoded = [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in self.pairs]
         return self._encoded
 
-    def batches(self, batch_size: int, shuffle: bool = True, seed: int | None = 0) -> Iterator[Batch]:
-        """One pass over the data in padded :class:`Batch` es (the last one may be smaller)."""
+    def batches(
+        self, batch_size: int, shuffle: bool = True, seed: int | None = 0, bucket: bool = False
+    ) -> Iterator[Batch]:
+        """One pass over the data in padded :class:`Batch` es (the last one may be smaller).
+
+        Args:
+            batch_size: examples per batch.
+            shuffle: visit the examples in a random order (deterministic from ``seed``).
+            seed: the shuffling seed.
+            bucket: put examples of similar length together (within windows of 50
+                batches, in shuffled batch order), so less of each batch is padding.
+        """
         batch_size = _checks.positive_int(batch_size, "batch_size")
         pairs = self.encoded()
-        order = np.arange(len(pairs))
-        if shuffle:
-            np.random.default_rng(seed).shuffle(order)
-        for start in range(0, len(pairs), batch_size):
-            yield make_batch([pairs[i] for i in order[start : start + batch_size]])
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(pairs)) if shuffle else np.arange(len(pairs))
+        groups = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        if bucket:
+            window = 50 * batch_size
+            groups = []
+            for w in range(0, len(order), window):
+                chunk = sorted(order[w : w + window], key=lambda i: (len(pairs[i][0]), len(pairs[i][1])))
+                groups += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+            if shuffle:
+                groups = [groups[i] for i in rng.permutation(len(groups))]
+        for group in groups:
+            yield make_batch([pairs[i] for i in group])
 
 
 def make_task(

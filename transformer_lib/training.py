@@ -236,6 +236,7 @@ def train(
     time_limit: float | None = None,
     progress: bool = True,
     seed: int = 0,
+    bucket: bool = False,
     d_model: int | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     scheduler=None,
@@ -260,6 +261,7 @@ def train(
             (default: once per epoch) and at the end.
         progress: show a tqdm progress bar (terminal or notebook).
         seed: seeds the shuffling of the batches and ``torch`` (dropout).
+        bucket: batch examples of similar length together (less padding, faster steps).
         optimizer, scheduler, history: continue an earlier run (from :func:`make_optimizer`
             and a previous :class:`History`, e.g. after :func:`load_checkpoint`).
 
@@ -295,7 +297,7 @@ def train(
     step, epoch, stop = 0, 0, False
     try:
         while not stop:
-            for batch in data.batches(batch_size, shuffle=True, seed=seed + history.steps + epoch):
+            for batch in data.batches(batch_size, shuffle=True, seed=seed + history.steps + epoch, bucket=bucket):
                 model.train()
                 tick, cpu_tick = time.perf_counter(), time.process_time()
                 loss = train_step(model, batch.to(device), loss_fn, optimizer, scheduler, clip_norm)

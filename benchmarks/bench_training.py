@@ -1,0 +1,220 @@
+"""Training benchmark: the Transformer on two toy tasks, to 99% held-out exact match, ours against nn.Transformer.
+
+Tasks (``transformer_lib.data``), each with a held-out test set that shares no source with
+the training set:
+
+- ``reverse``: sequences of length 1 to 16 over 10 symbols, reversed (in the style of the
+  UvA deep-learning tutorial, here as sequence-to-sequence with variable lengths);
+- ``numbers``: numbers written in English words into digits (different vocabularies and
+  lengths on the two sides, a small translation task).
+
+For each task the same loop (``tl.train``: Adam(0.9, 0.98, 1e-9) with the warm-up schedule,
+label smoothing 0.1, gradient clipping, length-bucketed batches) trains
+
+- ``ours``: ``tl.Transformer`` built from the task's config;
+- ``pytorch``: a model of identical size whose encoder and decoder stacks are an
+  ``nn.Transformer`` (``tl.to_torch(ours)``, so the same initial weights), with the same
+  embeddings and output layer around it,
+
+each until the held-out exact-match accuracy (greedy decoding, checked every
+``EVAL_EVERY`` steps) reaches 99%, or the training time reaches ``TIME_LIMIT`` seconds.
+Goals: both tasks at >= 99% within 60 s of training on a 2-core CPU; ours / PyTorch
+wall time at most 1.10.
+
+Timing: training time counts the optimisation steps only (not the evaluations). Two ratios
+are reported: the wall time to 99% (which also depends on how many steps each run needed),
+and the median time of one training step on the same batches, the two models alternating
+(ours, theirs, theirs, ours, ...) so that background load hits both alike. Both models run
+on one thread (``torch.set_num_threads(1)``): these small models are fastest that way, and
+it keeps them from fighting each other's threads on a busy machine. Processor (CPU) times
+are printed too; on a shared machine they are steadier than wall times.
+
+Run on its own (``python benchmarks/bench_training.py``) or through ``benchmarks/run.py``,
+which calls :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+import warnings
+
+import torch
+from torch import nn
+
+import transformer_lib as tl
+
+GOAL_ACCURACY = 0.99
+GOAL_SECONDS = 60.0
+GOAL_RATIO = 1.10
+TIME_LIMIT = 90.0  # stop a run that has not reached the goal after this much training
+EVAL_EVERY = 100
+
+#: task -> (data options, config overrides of the "small" preset, training options)
+TASKS: dict[str, tuple[dict, dict, dict]] = {
+    "reverse": (
+        dict(num_train=20_000, num_test=1000, min_len=1, max_len=16, num_symbols=10),
+        dict(d_model=64, num_heads=4, num_layers=2, d_ff=128, dropout=0.0),
+        dict(batch_size=128, warmup_steps=300, lr_factor=1.0, smoothing=0.1),
+    ),
+    "numbers": (
+        dict(num_train=8000, num_test=1000, max_value=9999),
+        dict(d_model=64, num_heads=4, num_layers=2, d_ff=128, dropout=0.0),
+        dict(batch_size=64, warmup_steps=200, lr_factor=2.0, smoothing=0.1),
+    ),
+}
+
+
+class TorchSeq2Seq(nn.Module):
+    """Our embeddings and output layer around PyTorch's ``nn.Transformer`` stacks.
+
+    Built from one of our models (``tl.to_torch`` copies the stacks' weights), so both start
+    from the same weights; it offers the same ``forward``/``encode``/``decode`` as
+    ``tl.Transformer`` and takes our masks, turning them into PyTorch's (True = blocked).
+    """
+
+    def __init__(self, ours: tl.Transformer):
+        super().__init__()
+        twin = copy.deepcopy(ours)  # keeps the weight tying of embeddings and generator
+        self.config = ours.config
+        self.src_embed = twin.encoder.embedding
+        self.tgt_embed = twin.decoder.embedding
+        self.generator = twin.generator
+        self.transformer = tl.to_torch(ours)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        src_pad = ~src_mask[:, 0, 0, :]  # (batch, src_len): True at pads
+        return self.transformer.encoder(self.src_embed(src), src_key_padding_mask=src_pad)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask) -> torch.Tensor:
+        t = tgt.shape[1]
+        causal = ~tl.causal_mask(t, device=tgt.device)  # (t, t): True above the diagonal
+        out = self.transformer.decoder(
+            self.tgt_embed(tgt), memory, tgt_mask=causal, tgt_is_causal=True,
+            tgt_key_padding_mask=tgt == tl.data.PAD_ID, memory_key_padding_mask=~src_mask[:, 0, 0, :],
+        )  # fmt: skip
+        return self.generator(out)
+
+    def forward(self, src, tgt, src_mask, tgt_mask) -> torch.Tensor:
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+
+
+def build(task: str, seed: int = 0):
+    """The task's data and the two models (same initial weights)."""
+    data_options, overrides, _ = TASKS[task]
+    data_options = dict(data_options)
+    train_data, test_data = tl.make_splits(task, data_options.pop("num_train"), data_options.pop("num_test"),
+                                           seed=seed, **data_options)  # fmt: skip
+    config = tl.TransformerConfig.preset(
+        "small", src_vocab_size=len(train_data.src_vocab), tgt_vocab_size=len(train_data.tgt_vocab), **overrides
+    )
+    torch.manual_seed(seed)
+    ours = tl.Transformer(config)
+    theirs = TorchSeq2Seq(ours)
+    return train_data, test_data, ours, theirs
+
+
+def _check_same(ours: nn.Module, theirs: nn.Module, data) -> float:
+    """Both models compute the same log-probabilities before anything is timed; returns the max difference."""
+    batch = next(data.batches(64, shuffle=False))
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        a = ours(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        b = theirs(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+    real = batch.tgt_out != tl.data.PAD_ID
+    diff = (a - b)[real].abs().max().item()
+    assert diff < 1e-4, f"the two models disagree by {diff}"
+    return diff
+
+
+def step_ratio(ours: nn.Module, theirs: nn.Module, data, batch_size: int, repeats: int = 30) -> tuple[float, float]:
+    """Median seconds of one training step (same batches), the two models alternating."""
+    models = {"ours": copy.deepcopy(ours), "pytorch": copy.deepcopy(theirs)}
+    d_model = ours.config.d_model
+    steppers = {}
+    for name, model in models.items():
+        optimizer, scheduler = tl.make_optimizer(model, d_model, warmup_steps=100)
+        steppers[name] = (model.train(), optimizer, scheduler, tl.LabelSmoothingLoss(0.1))
+    batches = list(data.batches(batch_size, shuffle=True, seed=1, bucket=True))
+    samples: dict[str, list[float]] = {name: [] for name in models}
+    for r in range(repeats + 3):
+        batch = batches[r % len(batches)]
+        for name in (("ours", "pytorch") if r % 2 == 0 else ("pytorch", "ours")):
+            model, optimizer, scheduler, loss_fn = steppers[name]
+            start = time.perf_counter()
+            tl.training.train_step(model, batch, loss_fn, optimizer, scheduler)
+            if r >= 3:  # the first steps warm up
+                samples[name].append(time.perf_counter() - start)
+    return statistics.median(samples["ours"]), statistics.median(samples["pytorch"])
+
+
+def train_to_goal(model: nn.Module, train_data, test_data, options: dict, progress: bool) -> tl.History:
+    return tl.train(
+        model, train_data, steps=100_000, eval_data=test_data, eval_every=EVAL_EVERY,
+        target_accuracy=GOAL_ACCURACY, time_limit=TIME_LIMIT, progress=progress, bucket=True, seed=0, **options,
+    )  # fmt: skip
+
+
+def reached(h: tl.History) -> bool:
+    """Did the run reach the accuracy goal within the time goal?"""
+    return h.final_accuracy >= GOAL_ACCURACY and h.train_seconds <= GOAL_SECONDS
+
+
+def run(tasks: list[str] | None = None, threads: int = 1, progress: bool = False) -> list[dict]:
+    """Train both models on every task; one row per (task, model), ratios on PyTorch's rows."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    rows = []
+    warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors")  # PyTorch's eval fast path
+    try:
+        for task in tasks or list(TASKS):
+            train_data, test_data, ours, theirs = build(task)
+            options = TASKS[task][2]
+            _check_same(ours, theirs, test_data)
+            t_step_ours, t_step_torch = step_ratio(ours, theirs, train_data, options["batch_size"])
+            histories = {}
+            for name, model in (("ours", ours), ("pytorch", theirs)):
+                histories[name] = train_to_goal(model, train_data, test_data, options, progress)
+            for name, h in histories.items():
+                row = {
+                    "task": task,
+                    "model": name,
+                    "parameters": tl.count_parameters(ours),
+                    "steps": h.steps,
+                    "held-out exact match": f"{h.final_accuracy:.3f}",
+                    "train wall s": f"{h.train_seconds:.1f}",
+                    "train cpu s": f"{h.train_cpu_seconds:.1f}",
+                    "tokens/s": f"{h.tokens_per_second:.0f}",
+                    "goal": "met" if reached(h) else "NOT met",
+                }
+                if name == "pytorch":
+                    ours_h = histories["ours"]
+                    row["ratio wall to 99%"] = f"{ours_h.train_seconds / h.train_seconds:.2f}"
+                    row["ratio per step"] = f"{t_step_ours / t_step_torch:.2f}"
+                rows.append(row)
+    finally:
+        torch.set_num_threads(previous)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", choices=[[], *TASKS], help="tasks to run (default: all)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--progress", action="store_true", help="show tqdm progress bars")
+    args = parser.parse_args()
+    rows = run(args.tasks or None, args.threads, args.progress)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+    print(f"goals: held-out exact match >= {GOAL_ACCURACY:.0%} within {GOAL_SECONDS:.0f} s of training; "
+          f"ours / PyTorch wall time <= {GOAL_RATIO}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
