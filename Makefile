@@ -55,5 +55,12 @@ bench: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 
+exercises: $(STAMP)
+	$(BIN)/python exercises/release.py --jobs $(JOBS)
+
+grade: $(STAMP)
+	@ls exercises/release/*/autograder/*-autograder_*.zip >/dev/null 2>&1 || $(MAKE) exercises
+	$(BIN)/python exercises/grade.py "$(SUBMISSIONS)" --jobs $(JOBS)
+
 clean:
 	rm -rf _build .pytest_cache

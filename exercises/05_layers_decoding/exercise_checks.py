@@ -1,0 +1,1 @@
+../exercise_checks.py
