@@ -12,9 +12,11 @@ difference is the code. Two paths are compared:
 
 Timing: every implementation is warmed up, then the repetitions of the two implementations
 alternate (ours, theirs, theirs, ours, ...) so that background load hits both alike; each
-figure is the median over the repetitions of the time of one step. The number of threads is
-set once for the whole run (``torch.set_num_threads``); other work on the machine still adds
-noise, so read the ratios, not the absolute times.
+figure is the median over the repetitions of the time of one step (``ratio`` compares the
+medians; ``ratio_of_minima`` compares the fastest repetitions, which background load disturbs
+least). The number of threads is set once for the whole run (``torch.set_num_threads``); other
+work on the machine still adds noise (the 1-minute load average is printed with each size),
+so read the ratios, not the absolute times.
 
 Run on its own (``python benchmarks/bench_attention.py [--repeats N] [--threads T]``) or
 through ``benchmarks/run.py``, which calls :func:`run`.
@@ -23,6 +25,7 @@ through ``benchmarks/run.py``, which calls :func:`run`.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -77,8 +80,8 @@ def _check_same(ours: nn.Module, theirs: nn.Module, x: torch.Tensor) -> None:
 
 
 def bench_size(batch: int, seq: int, d_model: int, num_heads: int, repeats: int, warmup: int = 3
-               ) -> dict[str, tuple[float, float]]:
-    """Median seconds per step, {path: (ours, PyTorch)}, for one size."""
+               ) -> dict[str, dict[str, list[float]]]:
+    """Seconds per step, {path: {"ours": samples, "torch": samples}}, for one size."""
     torch.manual_seed(0)
     ours = tl.MultiHeadAttention(d_model, num_heads, dropout=0.0).train()
     theirs = tl.to_torch(ours).train()
@@ -102,7 +105,7 @@ def bench_size(batch: int, seq: int, d_model: int, num_heads: int, repeats: int,
             order = ("ours", "torch") if r % 2 == 0 else ("torch", "ours")
             for name in order:
                 samples[name].append(_time(steps[name], inner))
-        results[path] = (statistics.median(samples["ours"]), statistics.median(samples["torch"]))
+        results[path] = samples
     return results
 
 
@@ -114,7 +117,9 @@ def run(repeats: int = 15, threads: int = 2, sizes: list[tuple] | None = None) -
     try:
         for name, batch, seq, d_model, num_heads in sizes or SIZES:
             timings = bench_size(batch, seq, d_model, num_heads, repeats)
-            for path, (t_ours, t_torch) in timings.items():
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            for path, samples in timings.items():
+                t_ours, t_torch = statistics.median(samples["ours"]), statistics.median(samples["torch"])
                 ratio = t_ours / t_torch
                 rows.append({
                     "benchmark": f"MultiHeadAttention fwd+bwd, {path}",
@@ -123,9 +128,11 @@ def run(repeats: int = 15, threads: int = 2, sizes: list[tuple] | None = None) -
                     "ours_ms": round(t_ours * 1e3, 2),
                     "pytorch_ms": round(t_torch * 1e3, 2),
                     "ratio": round(ratio, 3),
+                    "ratio_of_minima": round(min(samples["ours"]) / min(samples["torch"]), 3),
                     "goal": GOAL if path == "fused" else "",
                     "met": (ratio <= GOAL) if path == "fused" else "",
                     "threads": threads,
+                    "load_avg_1min": round(load, 1),
                 })
     finally:
         torch.set_num_threads(previous)

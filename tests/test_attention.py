@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import transformer_lib as tl
+from transformer_lib import _checks
 from transformer_lib.interop import torch_attn_mask
 
 DTYPES = [torch.float32, torch.float64]
@@ -445,6 +446,21 @@ class TestMultiHeadAttentionAgainstPyTorch:
         assert_close(fused[finite], ref_fused[finite], dtype)
 
     @pytest.mark.parametrize("dtype", DTYPES)
+    def test_distinct_query_key_and_value(self, dtype):
+        torch.manual_seed(4)
+        m = tl.MultiHeadAttention(16, 4).to(dtype)
+        t = tl.to_torch(m)
+        query, key, value = (torch.randn(2, n, 16, dtype=dtype) for n in (3, 5, 5))
+        mask = torch.rand(2, 1, 3, 5) < 0.7
+        mask[..., 0] = True
+        ours = m(query, key, value, mask=mask)
+        ref, ref_w = t(query, key, value, attn_mask=torch_attn_mask(mask.expand(2, 4, 3, 5).reshape(8, 3, 5)),
+                       average_attn_weights=False)
+        assert_close(ours, ref, dtype)
+        assert_close(m.attention_weights, ref_w, dtype)
+        assert_close(m(query, key, value, mask=mask, need_weights=False), ref, dtype)
+
+    @pytest.mark.parametrize("dtype", DTYPES)
     def test_gradients(self, dtype):
         m, query, memory, tokens = random_problem(11, dtype, self_attention=False)
         t = tl.to_torch(m)
@@ -591,3 +607,59 @@ def test_sdpa_matches_numpy_and_pytorch(lead, q_len, k_len, d, seed, dtype):
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert_close(out[has_key], ref[has_key], dtype)
     assert (out[~has_key] == 0).all() and (w[~has_key] == 0).all()
+
+
+# --------------------------------------------------------------------------- the shared checks
+
+
+class TestChecks:
+    """transformer_lib._checks: the helpers behind every message above."""
+
+    def test_positive_int(self):
+        assert _checks.positive_int(np.int32(3), "n") == 3 and type(_checks.positive_int(np.int32(3), "n")) is int
+        with pytest.raises(ValueError, match=r"heads must be a positive integer, got -1"):
+            _checks.positive_int(-1, "heads")
+        with pytest.raises(TypeError, match=r"heads must be a positive integer, got NoneType None"):
+            _checks.positive_int(None, "heads")
+
+    def test_probability(self):
+        assert _checks.probability(0, "p") == 0.0 and _checks.probability(np.float32(0.5), "p") == 0.5
+        with pytest.raises(ValueError, match=r"p must be in \[0, 1\), got 1"):
+            _checks.probability(1, "p")
+        with pytest.raises(TypeError, match=r"p must be a float in \[0, 1\), got bool True"):
+            _checks.probability(True, "p")
+
+    def test_broadcastable(self):
+        assert _checks.broadcastable((1, 5), (3, 5))
+        assert _checks.broadcastable((5,), (2, 3, 5))
+        assert _checks.broadcastable((), (2, 3))
+        assert not _checks.broadcastable((3, 5), (1, 5))  # would grow the target
+        assert not _checks.broadcastable((2, 3, 5), (3, 5))
+        assert not _checks.broadcastable((4,), (3, 5))
+
+    def test_bool_mask(self):
+        mask = torch.ones(1, 5, dtype=torch.bool)
+        assert _checks.bool_mask(mask, "m", (3, 5), "(q, k)") is mask
+        assert _checks.bool_mask(np.ones(5, dtype=bool), "m", (3, 5), "(q, k)") is not None
+        with pytest.raises(TypeError, match=r"m must be a boolean array or tensor, got list"):
+            _checks.bool_mask([True], "m", (3, 5), "(q, k)")
+        with pytest.raises(ValueError, match=r"m of shape \(4,\) does not broadcast to \(q, k\) = \(3, 5\)"):
+            _checks.bool_mask(torch.ones(4, dtype=torch.bool), "m", (3, 5), "(q, k)")
+
+    def test_float_tensor_and_shapes(self):
+        x = torch.zeros(2, 3)
+        assert _checks.float_tensor(x, "x") is x
+        assert _checks.shape_of(np.zeros((2, 3))) == (2, 3) and _checks.shape_of(x) == (2, 3)
+        _checks.ndim_exactly(x, 2, "x", "(a, b)")
+        _checks.ndim_at_least(x, 1, "x", "(..., b)")
+        with pytest.raises(ValueError, match=r"x must have shape \(a, b, c\), got shape \(2, 3\)"):
+            _checks.ndim_exactly(x, 3, "x", "(a, b, c)")
+        with pytest.raises(ValueError, match=r"sizes of a and b must match, got 2 and 3"):
+            _checks.same_size(2, 3, "sizes of a and b")
+
+    def test_as_float_array(self):
+        assert _checks.as_float_array([1, 2], "a").dtype == np.float64
+        assert _checks.as_float_array(np.ones(2, dtype=np.float32), "a").dtype == np.float32
+        assert _checks.as_float_array(np.array([True, False]), "a").dtype == np.float64
+        with pytest.raises(TypeError, match=r"a must hold numbers, got dtype object"):
+            _checks.as_float_array(np.array([{}, 1], dtype=object), "a")
