@@ -353,6 +353,18 @@ def test_a_notebook_that_waits_forever_is_stopped_with_its_kernel(release, tmp_p
     assert not list(work.iterdir()), "the work folder is cleaned up"
 
 
+@pytest.mark.parametrize("name", SETS)
+def test_the_set_is_recognised_without_otter_metadata(release, name):
+    """A student who copied their cells into a fresh notebook still gets the right set."""
+    sets = grade_tool.load_release(release)
+    nb = nbformat.read(release / name / "student" / f"{name}.ipynb", as_version=4)
+    assert grade_tool.detect_set(nb, sets) == name
+    nb.metadata = {}
+    assert grade_tool.detect_set(nb, sets) == name  # from otter.Notebook("<set>.ipynb")
+    nb.cells = [c for c in nb.cells if "otter" not in c.source]
+    assert grade_tool.detect_set(nb, sets) == name  # from the functions it defines
+
+
 def test_command_line_writes_grades_csv_in_the_current_directory(release, tmp_path, monkeypatch):
     folder = tmp_path / "in"
     folder.mkdir()
