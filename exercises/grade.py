@@ -248,13 +248,18 @@ def inspect(sub: Submission, sets: dict[str, ExerciseSet]) -> None:
     """Read a submission (never writing to it) and set its exercise, or the status that stops it."""
     import nbformat
 
-    data = sub.path.read_bytes()
+    try:
+        size = sub.path.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            sub.status, sub.detail = "not a notebook", f"the file is {size / 1e6:.0f} MB, too large for a notebook"
+            return
+        data = sub.path.read_bytes()
+    except OSError as e:
+        sub.status, sub.detail = "not a notebook", f"the file cannot be read: {e.strerror or e}"
+        return
     sub.sha256 = hashlib.sha256(data).hexdigest()
     if not data.strip():
         sub.status, sub.detail = "empty", "the file is empty"
-        return
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        sub.status, sub.detail = "not a notebook", f"the file is {len(data) / 1e6:.0f} MB, too large for a notebook"
         return
     try:
         nb = nbformat.reads(data.decode("utf-8-sig"), as_version=4)
@@ -267,7 +272,11 @@ def inspect(sub: Submission, sets: dict[str, ExerciseSet]) -> None:
     if not any(src.strip() for src in code):
         sub.status, sub.detail = "empty", "the notebook has no code"
         return
-    sub.exercise = detect_set(nb, sets)
+    try:
+        sub.exercise = detect_set(nb, sets)
+    except Exception as e:  # a malformed notebook (metadata that is not a mapping, ...)
+        sub.status, sub.detail = "not a notebook", f"not a readable notebook: {str(e)[:120]}"
+        return
     if not sub.exercise:
         sub.status = "unknown exercise"
         sub.detail = "not one of the exercise sets: " + ", ".join(sets)
@@ -605,7 +614,11 @@ def grade_folder(
         while pending or running:
             while pending and len(running) < max(1, jobs):
                 sub = pending.pop(0)
-                running.append(start_job(sub, sets[sub.exercise], limits, workdir))
+                try:
+                    running.append(start_job(sub, sets[sub.exercise], limits, workdir))
+                except Exception as e:  # the copy could not be written: report it, go on
+                    sub.status, sub.detail = "not a notebook", f"cannot be prepared for grading: {str(e)[:120]}"
+                    bar.update(1)
             time.sleep(0.2)
             for job in list(running):
                 finished = not job.proc.is_alive()
@@ -613,11 +626,16 @@ def grade_folder(
                     job.timed_out = True
                 if finished or job.timed_out:
                     kill_job_processes(job)
-                    finish_job(job, sets[job.sub.exercise], limits)
+                    try:
+                        finish_job(job, sets[job.sub.exercise], limits)
+                    except Exception as e:  # never lose a row
+                        job.sub.row = {}
+                        job.sub.status, job.sub.detail = "error", f"the grader failed on it: {str(e)[:200]}"
                     running.remove(job)
                     if not keep:
                         shutil.rmtree(job.dir, ignore_errors=True)
-                    bar.set_postfix_str(f"{job.sub.name}: {job.sub.row['status']}", refresh=False)
+                    bar.set_postfix_str(f"{job.sub.name}: {job.sub.row.get('status', job.sub.status)}",
+                                        refresh=False)
                     bar.update(1)
     finally:
         for job in running:  # interrupted: leave nothing behind
@@ -637,7 +655,7 @@ def grade_folder(
                        "total": "0", "possible": _fmt_points(sum(sets[sub.exercise].possible.values()))
                        if sub.exercise in sets else "", "seconds": "0.0", "detail": sub.detail}
         try:
-            if hashlib.sha256(sub.path.read_bytes()).hexdigest() != sub.sha256:
+            if sub.sha256 and hashlib.sha256(sub.path.read_bytes()).hexdigest() != sub.sha256:
                 sub.row["detail"] = (sub.row["detail"] + "; " if sub.row["detail"] else "") + \
                     "the file changed while the batch ran"
         except OSError:
