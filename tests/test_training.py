@@ -177,6 +177,12 @@ def test_train_stops_at_the_time_limit_and_checks_its_arguments(one_thread):
     history = train(model, data, steps=10_000, batch_size=16, time_limit=0.2, progress=False)
     assert history.steps < 10_000 and history.train_seconds >= 0.2
     assert train(model, data, epochs=2, batch_size=16, progress=False).steps == 8  # 4 batches per epoch
+    # any accuracy reaches 0: it stops at the third check in a row, one step each
+    quick = train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
+                  target_checks=3, progress=False)  # fmt: skip
+    assert quick.steps == 3 and quick.eval_steps == [1, 2, 3]
+    with pytest.raises(ValueError, match="target_checks must be a positive integer, got 0"):
+        train(model, data, steps=1, eval_data=data, target_accuracy=0.5, target_checks=0)
     with pytest.raises(ValueError, match="steps or epochs must be given"):
         train(model, data)
     with pytest.raises(ValueError, match="target_accuracy needs eval_data"):

@@ -233,6 +233,7 @@ def train(
     eval_data: Seq2SeqDataset | None = None,
     eval_every: int | None = None,
     target_accuracy: float | None = None,
+    target_checks: int = 1,
     time_limit: float | None = None,
     progress: bool = True,
     seed: int = 0,
@@ -246,7 +247,8 @@ def train(
 
     Stops after ``steps`` optimisation steps or ``epochs`` passes over the data
     (whichever comes first; at least one must be given), after ``time_limit`` seconds of
-    training, or as soon as the held-out accuracy reaches ``target_accuracy``.
+    training, or as soon as the held-out accuracy reaches ``target_accuracy`` (at
+    ``target_checks`` evaluations in a row: more than one guards against a lucky check).
 
     Args:
         model: ``model(src, tgt_in, src_mask, tgt_mask)`` -> log-probabilities, plus
@@ -281,6 +283,7 @@ def train(
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
             raise ValueError("d_model must be given for a model without config.d_model")
+    target_checks = _checks.positive_int(target_checks, "target_checks")
     steps_per_epoch = math.ceil(len(data) / batch_size)
     if eval_data is not None and eval_every is None:
         eval_every = steps_per_epoch
@@ -313,7 +316,8 @@ def train(
                     history.eval_steps.append(history.steps)
                     history.eval_accuracy.append(exact_match(model, eval_data))
                     bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.eval_accuracy[-1]:.3f}")
-                    if target_accuracy is not None and history.eval_accuracy[-1] >= target_accuracy:
+                    recent = history.eval_accuracy[-target_checks:]
+                    if target_accuracy is not None and len(recent) == target_checks and min(recent) >= target_accuracy:
                         stop = True
                 elif step % 20 == 0:
                     bar.set_postfix(loss=f"{loss:.3f}")
