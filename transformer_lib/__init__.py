@@ -49,6 +49,7 @@ from .positional import (
     rotation_matrix,
     sinusoidal_encoding,
 )
+from .pretrained import load_pretrained_encoder, sentence_embeddings
 from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
 from .training import (
     History,
@@ -73,6 +74,7 @@ __all__ = [
     "generate",
     "greedy_decode",
     "length_penalty",
+    "load_pretrained_encoder",
     "load_checkpoint",
     "make_batch",
     "make_optimizer",
@@ -80,6 +82,7 @@ __all__ = [
     "make_task",
     "number_to_words",
     "save_checkpoint",
+    "sentence_embeddings",
     "smoothed_targets",
     "train",
     "warmup_lr",

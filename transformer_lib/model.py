@@ -266,6 +266,22 @@ class Encoder(nn.Module):
         # 3) the final LayerNorm of a pre-norm stack
         return x if self.norm is None else self.norm(x)
 
+    def hidden_states(
+        self, src: torch.Tensor, src_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """The vectors after the embeddings and after every layer: ``num_layers + 1`` tensors.
+
+        Each is ``(batch, src_len, d_model)``; the last equals :meth:`forward`'s output
+        (with the final LayerNorm applied, when the stack has one). Used in chapter 14 to
+        follow one word's vector up the stack.
+        """
+        states = [self.embed(src, token_types)]  # (batch, src_len, d_model)
+        for layer in self.layers:
+            states.append(layer(states[-1], src_mask))
+        if self.norm is not None:
+            states[-1] = self.norm(states[-1])
+        return states
+
     def attention_maps(self, index: int = 0) -> torch.Tensor:
         """The self-attention weights of every layer for sequence ``index`` of the last batch.
 
@@ -417,7 +433,9 @@ class TransformerConfig:
     (pre-norm), ``final_norm`` (``None``: exactly when ``norm_first``), ``activation``,
     ``layer_norm_eps``, ``positional`` (``"sinusoidal"``, ``"learned"``, ``"none"``),
     ``max_len``, ``scale_embeddings`` (by ``sqrt(d_model)``), ``num_token_types`` and
-    ``embedding_norm`` (BERT), ``generator_bias``, ``pooler`` (BERT's pooler),
+    ``embedding_norm`` (BERT), ``generator_bias``, ``pooler`` (BERT's pooler), ``lm_head``
+    (an encoder-only model's masked-language-model output layer; a checkpoint of the
+    bare encoder, such as all-MiniLM-L6-v2, has none),
     ``architecture`` (``"encoder-decoder"``, ``"encoder-only"``, ``"decoder-only"``).
 
     Encoder-only models read ``src_vocab_size``, decoder-only ones ``tgt_vocab_size``.
@@ -444,6 +462,7 @@ class TransformerConfig:
     embedding_norm: bool = False
     generator_bias: bool = True
     pooler: bool = False
+    lm_head: bool = True
     architecture: str = "encoder-decoder"
 
     def __post_init__(self) -> None:
@@ -458,7 +477,7 @@ class TransformerConfig:
             )
         _checks.probability(self.dropout, "dropout")
         for name in ("share_embeddings", "tie_output", "norm_first", "scale_embeddings", "embedding_norm",
-                     "generator_bias", "pooler"):  # fmt: skip
+                     "generator_bias", "pooler", "lm_head"):  # fmt: skip
             _flag(getattr(self, name), name)
         if self.final_norm is not None:
             _flag(self.final_norm, "final_norm")
@@ -536,8 +555,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Encoder-only and decoder-only models of chapter 13, from the same blocks.
     "bert-base": dict(_BERT, src_vocab_size=30522, tgt_vocab_size=30522, d_model=768, num_heads=12,
                       num_layers=12, d_ff=3072, dropout=0.1),  # 109,512,762 (~110M)
+    # all-MiniLM-L6-v2 (chapter 14): a bare BERT-style encoder, no masked-LM head.
     "minilm-l6": dict(_BERT, src_vocab_size=30522, tgt_vocab_size=30522, d_model=384, num_heads=12,
-                      num_layers=6, d_ff=1536, dropout=0.1),  # all-MiniLM-L6-v2's shape, 22,743,738
+                      num_layers=6, d_ff=1536, dropout=0.1, lm_head=False),  # 22,713,216 (22.7M)
     "bert-tiny": dict(_BERT, src_vocab_size=32, tgt_vocab_size=32, d_model=64, num_heads=4,
                       num_layers=2, d_ff=256, dropout=0.0, max_len=64),  # 110,560; masked-LM demo
     "gpt2-small": dict(_GPT2, src_vocab_size=50257, tgt_vocab_size=50257, d_model=768, num_heads=12,
@@ -663,9 +683,11 @@ class EncoderOnlyModel(nn.Module):
 
     ``forward(src, src_mask=None, token_types=None)`` returns log-probabilities
     ``(batch, src_len, vocab)`` for every position (the masked-language-model head, tied
-    to the token embedding with ``tie_output``); ``encode`` returns the vectors;
-    ``pool(hidden)`` gives BERT's ``tanh(W h_0 + b)`` of the first token when
-    ``config.pooler``. Taught in chapter 13.
+    to the token embedding with ``tie_output``), or, with ``config.lm_head=False`` (a
+    bare encoder, no output layer), the vectors themselves; ``encode`` returns the
+    vectors; ``pool(hidden)`` gives BERT's ``tanh(W h_0 + b)`` of the first token when
+    ``config.pooler``; ``mean_pool(hidden, src_mask)`` averages the real (unpadded)
+    tokens' vectors, the sentence embedding of Sentence-BERT. Taught in chapters 13 and 14.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -674,12 +696,14 @@ class EncoderOnlyModel(nn.Module):
         if config.src_vocab_size is None:
             raise ValueError("EncoderOnlyModel needs config.src_vocab_size, got None")
         self.encoder = Encoder.from_config(config)
-        self.generator = Generator(config.d_model, config.src_vocab_size, config.generator_bias)
+        self.generator = None
+        if config.lm_head:
+            self.generator = Generator(config.d_model, config.src_vocab_size, config.generator_bias)
         self.pooler = None
         if config.pooler:
             self.pooler = nn.Sequential(nn.Linear(config.d_model, config.d_model), nn.Tanh())
         _init_weights(self)
-        if config.tie_output:
+        if config.tie_output and self.generator is not None:
             self.generator.proj.weight = self.encoder.embedding.token_embedding.weight
 
     def encode(
@@ -694,10 +718,34 @@ class EncoderOnlyModel(nn.Module):
             raise ValueError("this model has no pooler (config.pooler=False)")
         return self.pooler(hidden[:, 0])
 
+    def mean_pool(self, hidden: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean of each sequence's real tokens' vectors, ``(batch, d_model)``.
+
+        Args:
+            hidden: ``(batch, src_len, d_model)``, the output of :meth:`encode`.
+            src_mask: the padding mask given to :meth:`encode` (``padding_mask(src, pad_id)``,
+                ``(batch, 1, 1, src_len)``, or ``(batch, src_len)``), ``True`` at real tokens;
+                ``None`` averages every position.
+        """
+        _check_hidden(hidden, "hidden", self.config.d_model, "(batch, src_len, d_model={})")
+        b, n, _ = hidden.shape
+        if src_mask is None:
+            return hidden.mean(dim=1)
+        if not isinstance(src_mask, torch.Tensor) or src_mask.dtype != torch.bool:
+            got = src_mask.dtype if isinstance(src_mask, torch.Tensor) else type(src_mask).__name__
+            raise TypeError(f"src_mask must be a boolean tensor, got {got}")
+        if src_mask.numel() != b * n or src_mask.shape[-1] != n:
+            raise ValueError(f"src_mask must have shape (batch={b}, 1, 1, src_len={n}) or ({b}, {n}), "
+                             f"got {tuple(src_mask.shape)}")
+        keep = src_mask.reshape(b, n, 1).to(hidden.dtype)  # (batch, src_len, 1)
+        # sum of the kept vectors over the number kept (at least 1: an all-padding row gives 0)
+        return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+
     def forward(
         self, src: torch.Tensor, src_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
     ) -> torch.Tensor:
-        return self.generator(self.encode(src, src_mask, token_types))
+        hidden = self.encode(src, src_mask, token_types)
+        return hidden if self.generator is None else self.generator(hidden)
 
     def attention_maps(self, index: int = 0) -> torch.Tensor:
         """``(layers, heads, src_len, src_len)`` self-attention weights, as :meth:`Encoder.attention_maps`."""
