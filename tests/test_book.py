@@ -188,9 +188,11 @@ def test_theorem_and_proof_are_rendered_and_numbered(visit):
     assert theorem.is_visible()
     title = theorem.locator(".admonition-title").inner_text()
     assert re.search(r"Theorem\s+\d+(\.\d+)*", title), title
-    proof = v.page.locator("div.proof.proof, div.proof:not(.theorem)").first
+    # sphinx-proof gives a proof only the classes "proof admonition"; the theorem's own
+    # proof is the first such block after it
+    proof = v.page.locator("div.proof.theorem ~ div.proof:not(.theorem, .corollary, .proposition, .lemma)").first
     assert proof.is_visible()
-    assert "Proof" in proof.inner_text()
+    assert proof.inner_text().lstrip().startswith("Proof"), proof.inner_text()[:80]
     assert v.page.locator("div.proof.theorem mjx-container").count() > 0
 
 
@@ -204,19 +206,26 @@ def _shown_output(v: Visit, box) -> str:
 
 
 def _move_first_control(v: Visit, box) -> None:
+    """Move the widget's first control to a value other than the one it shows now."""
     slider = box.locator(".noUi-handle, .widget-slider .slider-container [role=slider]")
     if slider.count():
-        slider.first.focus()
-        v.page.keyboard.press("ArrowRight")
+        handle = slider.first
+        handle.focus()
+        at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        v.page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
         return
     toggles = box.locator(".widget-toggle-buttons button")
     if toggles.count() > 1:
-        toggles.nth(1).click()
+        inactive = box.locator(".widget-toggle-buttons button:not(.mod-active)")
+        assert inactive.count(), "toggle buttons with no inactive button to click"
+        inactive.first.click()
         return
     select = box.locator("select")
     if select.count():
         options = select.first.locator("option").all()
-        select.first.select_option(index=1 if len(options) > 1 else 0)
+        assert len(options) > 1, "a drop-down with one option cannot change anything"
+        current = select.first.evaluate("s => s.selectedIndex")
+        select.first.select_option(index=1 if current == 0 else 0)
         return
     raise AssertionError("widget has no slider, toggle buttons or drop-down")
 
