@@ -29,6 +29,7 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 book: $(STAMP)
+	@test -f _book_static/widgets/embed-amd.js || tools/ensure_command.sh npm npm
 	$(BIN)/python tools/build_book.py
 
 lint: $(STAMP)
@@ -44,7 +45,7 @@ notebooks: $(STAMP)
 
 # the built book in headless Chromium, plus an internal link check
 book-tests: book
-	tools/ensure_chromium.sh
+	tools/ensure_command.sh chromium chromium
 	$(BIN)/python -m pytest tests/test_book.py -m book
 
 test: lint unit notebooks book-tests

@@ -2,7 +2,7 @@
 
 Every request to a host other than the local server is blocked and counted: the book
 must read offline. Run `make book` first (`make test` does); `make test` also installs
-Debian's chromium when it is missing (tools/ensure_chromium.sh).
+Debian's chromium when it is missing (tools/ensure_command.sh chromium chromium).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def server():
 def browser():
     playwright_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run tools/ensure_chromium.sh (make test does)")
+        pytest.fail(f"{CHROMIUM} is missing: run tools/ensure_command.sh chromium chromium (make test does)")
     with playwright_api.sync_playwright() as p:
         chromium = p.chromium.launch(
             executable_path=CHROMIUM,
