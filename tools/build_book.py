@@ -6,14 +6,19 @@
 2. Clear Jupyter Book's execution cache when the library has changed since the last build:
    the cache keys on a notebook's own code only, so without this a page could show output
    computed with an older transformer_lib.
-3. Run `jupyter-book build` with warnings as errors. A failing cell fails the build; the
-   notebook, the cell and its traceback are printed.
+3. Execute the notebooks of the table of contents that have no up-to-date entry in that cache,
+   several at once (jupyter-cache's own parallel executor, one process per core), so a cold
+   build takes the time of the slowest chapters rather than of all of them. A failing cell
+   stops the build here; the notebook, the cell and its traceback are printed.
+4. Run `jupyter-book build` with warnings as errors; it finds every notebook's outputs in the
+   cache. A failing cell fails this step too, with the same report.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +84,55 @@ def invalidate_cache_if_library_changed(root: Path) -> bool:
     return False
 
 
+def toc_notebooks(root: Path) -> list[Path]:
+    """The notebooks that ``_toc.yml`` lists (its ``file:`` entries with an ``.ipynb`` on disk)."""
+    import yaml
+
+    files: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in {"file", "root"} and isinstance(value, str):
+                    files.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load((root / "_toc.yml").read_text()))
+    return [root / f"{name}.ipynb" for name in files if (root / f"{name}.ipynb").is_file()]
+
+
+def execute_stale_notebooks(root: Path, timeout: int = 300) -> int:
+    """Execute, in parallel, every toc notebook the execution cache has no outputs for.
+
+    Returns the number executed; exits with the failing notebooks' tracebacks if any cell fails.
+    """
+    from jupyter_cache import get_cache
+    from jupyter_cache.executors import load_executor
+
+    cache = get_cache(str(root / "_build" / ".jupyter_cache"))
+    uris = [str(nb) for nb in toc_notebooks(root)]
+    for uri in uris:
+        cache.add_nb_to_project(uri)
+    stale = [record.uri for record in cache.list_unexecuted(filter_uris=uris)]
+    if not stale:
+        return 0
+    print(f"book: executing {len(stale)} notebook(s) on {os.cpu_count()} core(s)")
+    executor = load_executor("local-parallel", cache=cache)
+    result = executor.run_and_cache(filter_uris=stale, timeout=timeout, allow_errors=False)
+    failed = result.excepted + result.errored
+    if failed:
+        for uri in failed:
+            name = Path(uri).relative_to(root).with_suffix("")
+            print(f"\n===== execution failed: {name} =====")
+            print(cache.get_project_record(uri).traceback or "(no traceback recorded)")
+        sys.exit(f"book: {len(failed)} notebook(s) failed to execute")
+    return len(stale)
+
+
 def report_failures(root: Path) -> None:
     """Print the saved traceback (notebook, cell, error) of every notebook that failed to execute."""
     reports = root / "_build" / "html" / "reports"
@@ -93,6 +147,7 @@ def build(root: Path = REPO) -> float:
     invalidate_cache_if_library_changed(root)
     shutil.rmtree(root / "_build" / "html" / "reports", ignore_errors=True)
     start = time.perf_counter()
+    execute_stale_notebooks(root)
     result = subprocess.run(
         [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--builder", "html",
          "-W", "-n", "--keep-going"],
