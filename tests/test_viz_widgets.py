@@ -53,6 +53,19 @@ class TestHeatmap:
         ax = viz.heatmap(np.array([[0.25, 0.75], [1.0, 0.0]]), annotate=True, fmt="{:.1f}")
         assert sorted(t.get_text() for t in ax.texts) == ["0.0", "0.2", "0.8", "1.0"]
 
+    @pytest.mark.parametrize("cmap", ["viridis", "Blues", "magma", "RdBu"])
+    def test_annotations_stay_readable_on_any_colour_map(self, cmap):
+        # text colour follows the cell's lightness, not its value: black on light cells
+        m = np.array([[0.0, 0.25, 0.5, 0.75, 1.0]])
+        ax = viz.heatmap(m, annotate=True, cmap=cmap, vmin=0, vmax=1)
+        cmap_ = plt.get_cmap(cmap)
+        for text, value in zip(ax.texts, m[0]):
+            r, g, b, _ = cmap_(value)
+            light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+            assert text.get_color() == ("black" if light else "white"), (cmap, value)
+        light_cells = [t.get_color() == "black" for t in ax.texts]
+        assert any(light_cells) and not all(light_cells)
+
     def test_errors(self):
         with pytest.raises(ValueError, match=r"matrix must have shape \(rows, cols\), got shape \(2, 2, 2\)"):
             viz.heatmap(np.zeros((2, 2, 2)))
@@ -121,6 +134,9 @@ class TestPlotAttentionGrid:
         assert labels(maps[0].get_yticklabels()) == TOKENS
         assert fig.axes[-1].get_ylabel() == "attention weight"
         np.testing.assert_allclose(maps[4].images[0].get_array(), w[1, 1].numpy())
+        assert {t.get_fontsize() for t in maps[3].get_xticklabels()} == {7}
+        small = image_axes(viz.plot_attention_grid(w, x_labels=TOKENS, label_size=5))
+        assert {t.get_fontsize() for t in small[3].get_xticklabels() + small[0].get_yticklabels()} == {5}
 
     def test_errors(self):
         layout = r"weights must have shape \(layers, heads, q_len, k_len\), "

@@ -61,12 +61,13 @@ def heatmap(
             set_ticks(range(size))
             set_labels(list(labels), rotation=90 if name == "x_labels" else 0)
     if annotate:
-        lo, hi = np.nanmin(m), np.nanmax(m)
-        middle = (lo + hi) / 2
+        # dark text on light cells and light text on dark ones, whatever the colour map
+        rgba = image.cmap(image.norm(m))  # (rows, cols, 4)
+        luminance = rgba[..., :3] @ np.array([0.299, 0.587, 0.114])
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=8,
-                        color="black" if m[i, j] > middle else "white")
+                        color="black" if luminance[i, j] > 0.5 else "white")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -125,12 +126,15 @@ def plot_attention_grid(
     suptitle: str = "",
     cmap: str = "viridis",
     cell_size: float = 2.2,
+    label_size: float = 7,
 ) -> Figure:
     """A grid of attention maps: one row per layer, one column per head.
 
     Args:
         weights: ``(layers, heads, q_len, k_len)`` array or tensor.
         x_labels: key tokens; y_labels: query tokens (default: the key tokens).
+        cell_size: width and height of one map, in inches.
+        label_size: font size of the token labels (smaller for long sentences).
     """
     w = to_numpy(weights)
     if w.ndim != 4:
@@ -152,11 +156,11 @@ def plot_attention_grid(
             ax.set_yticks([])
             if layer == layers - 1 and x_labels is not None:
                 ax.set_xticks(range(len(x_labels)))
-                ax.set_xticklabels(list(x_labels), rotation=90, fontsize=7)
+                ax.set_xticklabels(list(x_labels), rotation=90, fontsize=label_size)
             if head == 0:
                 if y_labels is not None:
                     ax.set_yticks(range(len(y_labels)))
-                    ax.set_yticklabels(list(y_labels), fontsize=7)
+                    ax.set_yticklabels(list(y_labels), fontsize=label_size)
                 ax.set_ylabel(f"layer {layer + 1}")
             if layer == 0:
                 ax.set_title(f"head {head + 1}", fontsize=9)
