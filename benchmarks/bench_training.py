@@ -8,13 +8,17 @@ share no source sequence:
 - ``numbers``: numbers up to 99,999 written in English words into digits (different
   vocabularies and lengths on the two sides, a small translation task).
 
-The model is the ``"tiny"`` preset (d_model 32, 2 heads, one encoder and one decoder layer,
-d_ff 64, about 24,000 parameters) with learned positions and no dropout. Learned positions
+The model is the ``"tiny"`` preset (d_model 32, one encoder and one decoder layer, d_ff 64,
+about 24,000 parameters) with learned positions and no dropout; for reversing, 4 heads of
+width 8 instead of 2 of width 16, and batches of 128 sequences instead of 32 (the same
+parameter count: in our runs the longest sequences were learned to 99.5% in about 1,000
+steps this way, against a plateau near 98% that the 2-head model at 32 sequences a batch
+held for thousands of steps). Learned positions
 rather than sinusoidal ones: the paper found the two about equal, and at d_model 32 the
 sinusoidal vectors of neighbouring positions are close, which slows down learning the
 exact positions that reversing needs (in our runs, sinusoidal positions took about twice
 as many steps). For each task the same loop (``tl.train``: Adam(0.9, 0.98, 1e-9) with the
-warm-up schedule, label smoothing 0.1, gradient clipping, batches of 32) trains
+warm-up schedule, label smoothing 0.1, gradient clipping) trains
 
 - ``ours``: ``tl.Transformer``;
 - ``pytorch``: a model of identical size whose encoder and decoder stacks are an
@@ -64,14 +68,15 @@ STOP_CHECKS = 2  # ... at this many checks in a row: the accuracy of a small mod
 GOAL_SECONDS = 60.0
 GOAL_RATIO = 1.10
 TIME_LIMIT = 90.0  # stop a run that has not reached the goal after this much training
-EVAL_EVERY = 100
+EVAL_EVERY = 50
 NUM_VALID = NUM_TEST = 1000
 
 #: task -> (data options, config overrides of the "tiny" preset, training options)
 MODEL = dict(positional="learned", max_len=32, dropout=0.0)
 TRAINING = dict(batch_size=32, warmup_steps=100, lr_factor=0.5, smoothing=0.1)
 TASKS: dict[str, tuple[dict, dict, dict]] = {
-    "reverse": (dict(num_train=20_000, min_len=1, max_len=16, num_symbols=10), MODEL, TRAINING),
+    "reverse": (dict(num_train=20_000, min_len=1, max_len=16, num_symbols=10), dict(MODEL, num_heads=4),
+                dict(TRAINING, batch_size=128)),
     "numbers": (dict(num_train=30_000, max_value=99_999), MODEL, TRAINING),
 }
 
