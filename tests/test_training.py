@@ -1,5 +1,7 @@
 """Tests for transformer_lib.training: label smoothing, the schedule, the loop, evaluation, checkpoints."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -85,6 +87,33 @@ def test_make_optimizer_is_the_papers_adam_with_the_schedule():
         optimizer.step()
         scheduler.step()
     np.testing.assert_allclose(lrs, warmup_lr(np.arange(1, 21), 32, 10, 2.0))
+
+
+def test_make_optimizer_fused_update_equals_plain_adam():
+    # the fused kernel is a faster route to the same update, not a different optimizer;
+    # both get the same gradients (from a real step, then random ones), since Adam with
+    # eps 1e-9 amplifies rounding noise in near-zero gradients into visible differences
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", dropout=0.0))
+    twin, initial = copy.deepcopy(model), copy.deepcopy(model)
+    optimizer, scheduler = make_optimizer(model, d_model=32, warmup_steps=10)
+    assert optimizer.param_groups[0]["fused"] is True
+    plain = torch.optim.Adam(twin.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=False, foreach=False)
+    plain_scheduler = torch.optim.lr_scheduler.LambdaLR(plain, lambda i: warmup_lr(i + 1, 32, 10))
+    model(torch.randint(4, 12, (8, 7)), torch.randint(4, 12, (8, 6))).sum().backward()
+    for step in range(5):
+        if step:
+            for p in model.parameters():
+                p.grad = torch.randn_like(p)
+        for p, q in zip(model.parameters(), twin.parameters()):
+            q.grad = p.grad.clone()
+        for opt, sch in ((optimizer, scheduler), (plain, plain_scheduler)):
+            opt.step()
+            sch.step()
+    moved = [(p - q).abs().max().item() for p, q in zip(model.parameters(), twin.parameters())]
+    assert max(moved) < 1e-6
+    travelled = [(p - q).abs().max().item() for p, q in zip(model.parameters(), initial.parameters())]
+    assert min(travelled) > 1e-3  # every weight did move
 
 
 # --------------------------------------------------------------------------- evaluation
