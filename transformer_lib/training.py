@@ -132,8 +132,8 @@ def make_optimizer(
     parameter tensor, which for the small models of this course cuts the optimizer's share
     of a training step about fourfold.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
-    fused = bool(params) and all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
+    params = list(model.parameters())
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
     optimizer = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: warmup_lr(i + 1, d_model, warmup_steps, factor)
