@@ -139,19 +139,11 @@ def run(repeats: int = 15, threads: int = 2, sizes: list[tuple] | None = None) -
     return rows
 
 
-def _print_table(rows: list[dict]) -> None:
-    columns = list(rows[0])
-    cells = [[str(row[c]) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    print("  ".join("-" * w for w in widths))
-    for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed samples per implementation and path")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the whole run")
     args = parser.parse_args()
-    _print_table(run(repeats=args.repeats, threads=args.threads))
+    from run import format_table  # benchmarks/run.py, beside this file
+
+    print(format_table(run(repeats=args.repeats, threads=args.threads)))

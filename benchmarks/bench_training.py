@@ -267,13 +267,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1, help="repeat with seeds 0 .. N-1 and total the runs")
     parser.add_argument("--progress", action="store_true", help="show tqdm progress bars")
     args = parser.parse_args()
-    rows = run(args.tasks or None, args.threads, args.progress, args.seeds)
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+    from run import format_table  # benchmarks/run.py, beside this file
+
+    print(format_table(run(args.tasks or None, args.threads, args.progress, args.seeds)))
     print(f"goals: held-out exact match >= {GOAL_ACCURACY:.0%} within {GOAL_SECONDS:.0f} s of training; "
           f"ours / PyTorch wall time per training step <= {GOAL_RATIO}, both at the accuracy goal")  # fmt: skip
 

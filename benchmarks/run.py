@@ -15,18 +15,21 @@ HERE = Path(__file__).resolve().parent
 MODULES = ["bench_attention", "bench_training", "bench_book"]
 
 
-def print_table(title: str, rows: list[dict]) -> None:
-    print(f"\n== {title} ==")
+def format_table(rows: list[dict]) -> str:
+    """The rows as a plain-text table: a column per key (in order of first appearance), blank where a row lacks it."""
     if not rows:
-        print("(no rows)")
-        return
+        return "(no rows)"
     columns = list(dict.fromkeys(key for row in rows for key in row))
     cells = [[str(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    print("  ".join("-" * w for w in widths))
-    for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n== {title} ==")
+    print(format_table(rows))
 
 
 def main(names: list[str]) -> None:
