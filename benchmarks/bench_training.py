@@ -13,11 +13,12 @@ about 24,000 parameters) with learned positions and no dropout; for reversing, 4
 width 8 instead of 2 of width 16, and batches of 128 sequences instead of 32 (the same
 parameter count: in our runs this way reached 99.5% in 1,250 to 1,550 steps, against a
 plateau near 98% that the 2-head model at 32 sequences a batch held for thousands of
-steps). Learned positions rather than sinusoidal ones: the paper found the two about equal, and at d_model 32 the
-sinusoidal vectors of neighbouring positions are close, which slows down learning the
-exact positions that reversing needs (in our runs, sinusoidal positions took about twice
-as many steps). For each task the same loop (``tl.train``: Adam(0.9, 0.98, 1e-9) with the
-warm-up schedule, label smoothing 0.1, gradient clipping) trains
+steps). Learned positions rather than sinusoidal ones: the paper found the two about
+equal, and at d_model 32 the sinusoidal vectors of neighbouring positions are close,
+which slows down learning the exact positions that reversing needs (in our runs,
+sinusoidal positions took about twice as many steps). For each task the same loop
+(``tl.train``: Adam(0.9, 0.98, 1e-9) with the warm-up schedule, label smoothing 0.1,
+gradient clipping) trains
 
 - ``ours``: ``tl.Transformer``;
 - ``pytorch``: a model of identical size whose encoder and decoder stacks are an
