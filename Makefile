@@ -37,7 +37,7 @@ lint: $(STAMP)
 
 # the library, exercises and tools (everything but the built book)
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -n $(JOBS) -m "not book"
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadfile -m "not book"
 
 # every chapter, top to bottom, with the outputs of checked cells compared (nbval)
 notebooks: $(STAMP)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -20,3 +22,24 @@ def _close_figures():
     """Close every matplotlib figure a test opened, so memory stays flat."""
     yield
     plt.close("all")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def chapter(request):
+    """The module's chapter (``CHAPTER = "05_masking"``), executed top to bottom in a kernel.
+
+    Tests reach the chapter's own names through testbook: ``chapter.inject(code)`` runs
+    code in the kernel (an ``AssertionError`` there fails the test) and
+    ``chapter.value(expression)`` brings a JSON value back. Widget speed and distinctness
+    checks live here, beside the chapter rather than in it, and call the same render
+    functions the chapter's widgets do.
+    """
+    from testbook import testbook
+
+    path = ROOT / "chapters" / f"{request.module.CHAPTER}.ipynb"
+    with testbook(path, execute=True, timeout=600) as tb:
+        tb.inject("import torch; torch.set_num_threads(1)")
+        yield tb

@@ -334,6 +334,13 @@ def train(
                 if stop:
                     break
             epoch += 1
+        if bar.n < total:
+            # stopped before the planned number of steps (target reached or time limit):
+            # end the bar at the steps taken, so a finished run does not look like a
+            # broken one (a half-full bar turns red in a notebook when it closes)
+            bar.total = bar.n
+            bar.set_description("training (stopped early)")
+            bar.refresh()
     finally:
         bar.close()
     if eval_data is not None and (not history.eval_steps or history.eval_steps[-1] != history.steps):
