@@ -25,7 +25,7 @@ HIDDEN = {"remove-cell", "remove-input"}
 # one of their authors. A reader cannot look any of them up.
 PRIVATE = re.compile(
     r"\bseeds?\s*#?\s*0\d\d\b|\bseed (?:report|notes?|text|slides?|source)s?\b|\bthe seeds?\b"
-    r"|\b(?:lecture|course|tutorial) (?:slides|notes)\b|\bthe slides\b|\bthe (?:progress )?report\b"
+    r"|\b(?:lecture|course|tutorial) (?:slides|notes)\b|\bthe slides\b|\bprogress report\b"
     r"|\bsource (?:notes|texts?)\b|\bour sources\b|\bprivate (?:notes|sources?)\b"
     r"|\bLiu's\b|\bMingyu\b|\bProtopapas\b|\bBerns\b|\bSeungcheol\b|\bS\. Oh\b|\bOh's\b",
     re.IGNORECASE,
