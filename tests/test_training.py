@@ -220,3 +220,23 @@ def test_train_stops_at_the_time_limit_and_checks_its_arguments(one_thread):
         train(model, [], steps=1)
     with pytest.raises(ValueError, match="d_model must be given"):
         train(torch.nn.Linear(2, 2), data, steps=1)
+
+
+def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thread, monkeypatch):
+    # a notebook bar closed short of its total turns red, which reads as a crash
+    bars = []
+
+    class Recorder(tl.training.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(tl.training, "tqdm", Recorder)
+    data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
+    train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
+          target_checks=2, progress=True)  # fmt: skip
+    train(model, data, steps=5, batch_size=16, progress=True)
+    early, full = bars
+    assert (early.n, early.total) == (2, 2) and "stopped early" in early.desc
+    assert (full.n, full.total) == (5, 5) and "stopped early" not in full.desc
