@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
-PAGES = [ROOT / "intro.md", ROOT / "exercises.md", ROOT / "references.md"]
+PAGES = [ROOT / "intro.md", ROOT / "exercises.md", ROOT / "references.md", ROOT / "README.md"]
+EXERCISES = sorted((ROOT / "exercises").glob("*/instructor.ipynb"))
 HIDDEN = {"remove-cell", "remove-input"}
 
 # Phrases that name a private source (notes, slides, reports the course grew from) or
@@ -45,8 +46,8 @@ def source(cell: dict) -> str:
 def texts() -> list[tuple[str, str]]:
     """(where, text) for every markdown cell, code cell and page of the book."""
     out = [(page.name, page.read_text()) for page in PAGES]
-    for path in CHAPTERS:
-        out += [(f"{path.name} cell {i}", source(c)) for i, c in enumerate(cells(path))]
+    for path in CHAPTERS + EXERCISES:
+        out += [(f"{path.parent.name}/{path.name} cell {i}", source(c)) for i, c in enumerate(cells(path))]
     return out
 
 
