@@ -47,6 +47,7 @@ with its copy and restored if changed. For hostile code, grade in a container or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
@@ -580,6 +581,64 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     }
 
 
+class ScoreTable:
+    """The CSV of grades, written so that nothing a submission does can forge or lose it.
+
+    The path is checked and a journal beside it (``<out>.journal``, one JSON row per line) is
+    opened when grading starts, so a bad ``--out`` fails before any notebook runs. Each row goes
+    to the journal, flushed to disk, the moment its submission is graded. At the end the CSV is
+    written to a temporary file in the same folder and moved into place with ``os.replace`` (a
+    reader never sees half a table); if that fails, the table goes to standard output and the
+    error says where the journal is. The SHA-256 of the CSV written is kept in ``checksum``:
+    ``main`` prints it, so a table changed after the grader exited no longer matches.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(os.path.abspath(out))
+        if self.out.is_dir():
+            raise SystemExit(f"--out must be a file path, got the folder {self.out}")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.journal_path = self.out.with_name(self.out.name + ".journal")
+        try:
+            self.journal = open(self.journal_path, "w", encoding="utf-8")
+        except OSError as e:
+            raise SystemExit(f"--out: cannot write beside {self.out}: {e.strerror or e}") from None
+        self.checksum = ""
+
+    def record(self, sub: Submission) -> None:
+        row = sub.row or {"submission": sub.name, "status": sub.status, "detail": sub.detail}
+        self.journal.write(json.dumps(row) + "\n")
+        self.journal.flush()
+        os.fsync(self.journal.fileno())
+
+    def finish(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        data = buffer.getvalue().encode("utf-8")
+        self.checksum = hashlib.sha256(data).hexdigest()
+        self.journal.close()
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.out.name}.", dir=self.out.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.out)
+        except OSError as e:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            sys.stdout.write(data.decode("utf-8"))
+            raise SystemExit(
+                f"could not write {self.out} ({e.strerror or e}): the table is printed above, and every "
+                f"row is in {self.journal_path}"
+            ) from None
+        os.unlink(self.journal_path)
+
+
 def grade_folder(
     submissions: Path,
     out: Path,
@@ -589,8 +648,12 @@ def grade_folder(
     keep: bool = False,
     progress: bool = True,
     workdir: Path | None = None,
+    table: list | None = None,
 ) -> list[dict[str, Any]]:
-    """Grade every file under ``submissions``; write the CSV ``out``; return its rows."""
+    """Grade every file under ``submissions``; write the CSV ``out``; return its rows.
+
+    ``table``, when given, receives the :class:`ScoreTable` (its ``checksum`` once written).
+    """
     import tqdm as tqdm_module
     from tqdm import tqdm
 
@@ -598,11 +661,14 @@ def grade_folder(
     limits = limits or Limits()
     if not submissions.is_dir():
         raise SystemExit(f"{submissions} is not a folder")
+    journal = ScoreTable(out)  # checked and opened before any submission runs
+    if table is not None:
+        table.append(journal)
     sets = load_release(release)
     if not sets:
         raise SystemExit(f"no autograders under {release}: run `make exercises` first")
     release_before = snapshot(release)
-    subs = discover(submissions, skip={out.resolve()})
+    subs = discover(submissions, skip={journal.out, journal.journal_path})
     for sub in subs:
         inspect(sub, sets)
 
@@ -632,6 +698,7 @@ def grade_folder(
                         job.sub.row = {}
                         job.sub.status, job.sub.detail = "error", f"the grader failed on it: {str(e)[:200]}"
                     running.remove(job)
+                    journal.record(job.sub)
                     if not keep:
                         shutil.rmtree(job.dir, ignore_errors=True)
                     bar.set_postfix_str(f"{job.sub.name}: {job.sub.row.get('status', job.sub.status)}",
@@ -663,11 +730,7 @@ def grade_folder(
         rows.append(sub.row)
     used = [q for q in questions if any(q in r for r in rows)]
     columns = ["submission", "exercise", "status", *used, "total", "possible", "seconds", "detail"]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    journal.finish(rows, columns)
     return rows
 
 
@@ -687,12 +750,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.submissions is None:
         parser.error("give the folder of submissions")
     limits = Limits(args.timeout, args.wall or 3 * args.timeout + 60, args.memory)
-    rows = grade_folder(args.submissions, args.out, args.release, args.jobs, limits, args.keep)
+    table: list[ScoreTable] = []
+    rows = grade_folder(args.submissions, args.out, args.release, args.jobs, limits, args.keep, table=table)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if s in counts)
     print(f"graded {len(rows)} submission(s) ({summary}) into {args.out}")
+    print(f"sha256 of {args.out}: {table[0].checksum}  (check it with: sha256sum {args.out})")
 
 
 if __name__ == "__main__":

@@ -378,6 +378,45 @@ def test_command_line_writes_grades_csv_in_the_current_directory(release, tmp_pa
     assert sorted(p.name for p in folder.iterdir()) == ["blank.ipynb", "notes.txt"]
 
 
+def _two_ungradable(tmp_path: Path) -> Path:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "blank.ipynb").write_bytes(b"")
+    (folder / "notes.txt").write_text("my answers are in my head")
+    return folder
+
+
+def test_the_score_table_is_checked_before_grading_and_its_checksum_printed(release, tmp_path, capsys):
+    folder = _two_ungradable(tmp_path)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(SystemExit, match="--out must be a file path, got the folder"):
+        grade_tool.main([str(folder), "--release", str(release), "--out", str(tmp_path / "taken")])
+    out = tmp_path / "grades.csv"
+    grade_tool.main([str(folder), "--release", str(release), "--out", str(out)])
+    printed = capsys.readouterr().out
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert f"sha256 of {out}: {digest}" in printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "in", "taken"]  # no journal, no temp file
+
+
+def test_a_table_that_cannot_be_moved_into_place_is_printed_and_kept_in_the_journal(
+    release, tmp_path, capsys, monkeypatch
+):
+    folder = _two_ungradable(tmp_path)
+    out = tmp_path / "grades.csv"
+
+    def blocked(src, dst):  # as when a submission replaced the output path with a folder
+        raise IsADirectoryError(21, "Is a directory")
+
+    monkeypatch.setattr(grade_tool.os, "replace", blocked)
+    with pytest.raises(SystemExit, match=r"could not write .*grades.csv \(Is a directory\).*grades.csv.journal"):
+        grade_tool.main([str(folder), "--release", str(release), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "blank.ipynb,,empty" in printed and "notes.txt,,not a notebook" in printed
+    assert (tmp_path / "grades.csv.journal").exists() and not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".grades.csv.")]  # no temp file left
+
+
 # --------------------------------------------------------------------------------------------
 # Grading the mixed folder
 # --------------------------------------------------------------------------------------------
