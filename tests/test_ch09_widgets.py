@@ -1,0 +1,30 @@
+"""Chapter 09's widget (encoder statistics by layer): fast, every frame different, drawn for the column."""
+
+from __future__ import annotations
+
+CHAPTER = "09_encoder"
+
+
+def test_one_frame_is_computed_in_under_a_tenth_of_a_second(chapter):
+    # the computation behind a frame only picks statistics computed once in the chapter;
+    # the best of five runs, so that a busy machine does not decide the result
+    slowest = chapter.value(
+        "max(min(__import__('timeit').repeat("
+        "lambda: depth_series(p, q, N), number=1, repeat=5))"
+        " for p in controls['placement'] for q in controls['quantity']"
+        " for N in controls['N'])"
+    )
+    assert slowest < 0.1, f"the slowest frame took {slowest:.1e} s to compute"
+
+
+def test_every_frame_differs(chapter):
+    chapter.inject(
+        "outputs = list(box.frames.outputs.values())\n"
+        "assert len(outputs) == 2 * 2 * len(stack_depths) == 16, len(outputs)\n"
+        "assert len(set(outputs)) == len(outputs), 'two choices draw the same picture'"
+    )
+
+
+def test_every_frame_fits_the_column(chapter):
+    widths = chapter.value("[int.from_bytes(png[16:20], 'big') for png in box.frames.outputs.values()]")
+    assert max(widths) <= 700, widths
