@@ -1,0 +1,66 @@
+"""Chapter 13's widgets: every frame differs, and the work behind one frame is quick.
+
+The chapter is executed once (the ``chapter`` fixture); the checks call the same render
+functions and data the widgets were built from. Times are processor time, best of five,
+so a busy machine does not decide the result.
+"""
+
+from __future__ import annotations
+
+CHAPTER = "13_encoder_only_decoder_only"
+
+BEST_OF = """
+import time
+
+
+def best_time(call, repeats=5):
+    seconds = []
+    for _ in range(repeats):
+        start = time.process_time()
+        call()
+        seconds.append(time.process_time() - start)
+    return min(seconds)
+"""
+
+
+def test_every_sampling_frame_differs(chapter):
+    chapter.inject(
+        """
+outputs = samples_box.frames.outputs
+assert len(outputs) == len(PROMPTS) * len(TEMPERATURES) == 20
+assert len(set(outputs.values())) == len(outputs)
+"""
+    )
+
+
+def test_drawing_one_sampling_frame_is_quick(chapter):
+    # a frame's computation: 100 sampled sentences for one prompt and temperature,
+    # then its HTML; about 0.04 s here
+    chapter.inject(BEST_OF)
+    chapter.inject(
+        """
+assert best_time(lambda: sample(PROMPTS["the dog"], 1.0, 100, seed=2)) < 0.1
+assert best_time(lambda: render_samples("the dog", 1.0)) < 0.1
+"""
+    )
+
+
+def test_every_guess_frame_differs(chapter):
+    chapter.inject(
+        """
+outputs = guess_box.frames.outputs
+assert len(outputs) == len(WIDGET_SENTENCES) * 7 == 21
+assert len(set(outputs.values())) == len(outputs)
+"""
+    )
+
+
+def test_drawing_one_guess_frame_is_quick(chapter):
+    # a frame's computation: BERT's and GPT's top five for one hidden word
+    chapter.inject(BEST_OF)
+    chapter.inject(
+        """
+assert best_time(lambda: guesses_for(WIDGET_SENTENCES[0], 3)) < 0.1
+assert best_time(lambda: render_guesses(WIDGET_SENTENCES[0], 3)) < 0.1
+"""
+    )
