@@ -1,0 +1,43 @@
+"""Chapter 11's attention widget: every frame distinct, every frame within the book's
+column, and the computation behind one frame (a forward pass and its maps) fast."""
+
+from __future__ import annotations
+
+CHAPTER = "11_full_transformer"
+
+
+def test_every_frame_differs(chapter):
+    chapter.inject(
+        """
+frames = box.frames.outputs
+assert len(frames) == 9, len(frames)  # 3 examples x 3 kinds of attention
+assert len(set(frames.values())) == len(frames)
+"""
+    )
+
+
+def test_every_frame_fits_the_column(chapter):
+    chapter.inject(
+        """
+import struct
+widths = [struct.unpack(">II", png[16:24])[0] for png in box.frames.outputs.values()]
+assert max(widths) <= 700, widths
+"""
+    )
+
+
+def test_the_computation_behind_a_frame_is_fast(chapter):
+    chapter.inject(
+        """
+import time
+seconds = []
+for _ in range(5):  # the best of five, so that a busy machine does not decide
+    start = time.perf_counter()
+    b = data.make_batch([(vocab.encode(shown[0][0]), vocab.encode(shown[0][1]))])
+    with torch.no_grad():
+        model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)
+    model.attention_maps("cross")
+    seconds.append(time.perf_counter() - start)
+assert min(seconds) < 0.1, seconds
+"""
+    )
