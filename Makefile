@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JOBS ?= 2
 SUBMISSIONS ?= submissions
 
-.PHONY: help setup book test lint unit notebooks book-tests bench lab exercises grade clean
+.PHONY: help setup book test lint unit notebooks book-tests bench lab exercises grade sandbox clean
 
 help:
 	@echo "make book       execute the chapters and build the HTML book into _build/html"
@@ -36,7 +36,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # the library, exercises and tools (everything but the built book)
-unit: $(STAMP)
+unit: $(STAMP) sandbox
 	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadfile -m "not book"
 
 # every chapter, top to bottom, with the outputs of checked cells compared (nbval)
@@ -59,7 +59,11 @@ lab: $(STAMP)
 exercises: $(STAMP)
 	$(BIN)/python exercises/release.py --jobs $(JOBS)
 
-grade: $(STAMP)
+# grading runs each submission as its own user in bubblewrap when run as root (exercises.md)
+sandbox:
+	@if [ "$$(id -u)" = 0 ]; then tools/ensure_command.sh bwrap bubblewrap; fi
+
+grade: $(STAMP) sandbox
 	@ls exercises/release/*/autograder/*-autograder_*.zip >/dev/null 2>&1 || $(MAKE) exercises
 	$(BIN)/python exercises/grade.py "$(SUBMISSIONS)" --jobs $(JOBS)
 

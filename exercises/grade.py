@@ -19,29 +19,33 @@ names of the functions the notebook defines.
 How one submission is graded:
 
 1. Before any submission runs, this process reads every autograder zip of the release into
-   memory, with the checks module inside it, and keeps a copy of the release folder.
-2. The submission is read (never written), and a copy goes into a fresh temporary folder with a
-   fresh copy of its autograder. A worker process, forked from a fork server that has otter
-   imported, leaves this process's session, sets its limits with ``resource.setrlimit`` (memory,
-   CPU time, file size; the notebook's kernel inherits them) and grades the copy with otter's
-   Python API, ``otter.api.grade_submission``: no Docker. ``--jobs`` workers run at once.
-3. The kernel starts with an IPython startup file that imports the checks before any cell runs
-   and turns the CPU-time signal into a ``TimeoutError`` in the running cell, so the rest of the
-   notebook still runs. A worker still alive after ``--wall`` seconds is killed with every
-   process it started (its tree, and anything carrying its job marker).
-4. In the kernel, the tests record every answer they check as plain arrays (see
+   memory, with the checks module inside it, keeps a copy of the release folder, checks the
+   output path and opens the journal beside it (:class:`ScoreTable`).
+2. The submission is read (never written), and a copy goes into a fresh job folder with a fresh
+   copy of its autograder and of ``grade_worker.py``. The worker is started in the job's sandbox
+   (:func:`sandbox_kind`): as root, bubblewrap's namespaces and a user of its own, so the job
+   sees only its own folder, no repository (so no reference library) and a read-only system; a
+   control group and ``RLIMIT_NPROC`` limit its memory and processes as a whole. Per-process
+   limits (memory, CPU time, file size) are set before it starts. Without a sandbox, grading
+   refuses to start unless ``--trusted`` is given. ``--jobs`` jobs run at once.
+3. The kernel starts with an IPython startup file that imports the checks before any cell runs,
+   turns the CPU-time signal into a ``TimeoutError`` in the running cell (so the rest of the
+   notebook still runs) and installs an audit hook that reports any attempt to import or open
+   the reference library through a FIFO this process reads. A job still running after
+   ``--wall`` seconds, or whose processes used no CPU for ``IDLE_SECONDS``, is stopped; when a
+   job ends, every process of its user and control group is killed.
+4. In the kernel, each test records the answer it checks as plain arrays and stops (see
    ``exercise_checks.py``). Back here, where no student code ever runs, the autograder's tests are
    run again by otter's own test runner on the recorded answers, with every expected value
    computed here by transformer_lib and PyTorch. Those are the points. Otter's score from inside
    the kernel is only compared with them: when it claims more, the row says ``tampered``.
+5. The row goes to the journal at once; at the end the CSV is moved into place with
+   ``os.replace`` and its SHA-256 printed.
 
 So a notebook that rebinds ``np.allclose`` or ``np.testing.assert_allclose``, patches otter or
 the checks, overwrites the test files in its folder, reads the hidden tests or forges otter's
-results changes what its own kernel claims, not its grade: the verdict comes from code loaded
-before the batch started and from nothing but the numbers its functions returned, and the hidden
-tests hold inputs, not answers. What a notebook can still do is what any program run as your
-user can do (kill processes, write your files); after the batch the release folder is compared
-with its copy and restored if changed. For hostile code, grade in a container or as another user.
+results changes what its own kernel claims, not its grade; a notebook that leaves a daemon
+behind, writes into other jobs' folders or replaces the output path cannot reach any of them.
 """
 
 from __future__ import annotations
@@ -55,14 +59,12 @@ import json
 import os
 import re
 import resource
-import runpy
 import shutil
 import signal
 import sys
 import tempfile
 import time
 import types
-import uuid
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,16 +72,31 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_RELEASE = HERE / "release"
-JOB_MARKER = "EXERCISES_GRADING_JOB"
-WORKER_RUN_NAME = "__exercise_grading_worker__"
 CHECKS_MODULE = "exercise_checks"
 STATUS_ORDER = ["ok", "error", "tampered", "out of memory", "timeout", "not a notebook", "empty",
                 "unknown exercise"]
 MAX_NOTEBOOK_BYTES = 64_000_000
 CPU_GRACE_SECONDS = 15  # CPU time left to the rest of the notebook once one cell hit the limit
 CPU_LIMIT_MESSAGE = "the notebook used up its CPU time limit; this cell was stopped"
+IDLE_SECONDS = 60  # a job whose processes use no CPU for this long is waiting forever: stopped
+MAX_TASKS = 512  # processes and threads one job may have (the kernel alone uses about 20)
+LIBRARY = "transformer_lib"
+LIBRARY_FLAG = "library-attempt"  # a FIFO in the job folder: the kernel reports reaching for the library
+LIBRARY_STAND_IN = """\
+# Written by exercises/grade.py: what a grading sandbox has in place of the course library.
+import os
+
+try:
+    _fd = os.open({flag!r}, os.O_WRONLY | os.O_NONBLOCK)
+    os.write(_fd, b"import {library} (the stand-in was loaded)\\n")
+    os.close(_fd)
+except OSError:
+    pass
+raise ImportError("the course library is not available while grading: the answers must be your own code")
+"""
 KERNEL_STARTUP = f"""\
 # Written by exercises/grade.py. IPython runs this when the grading kernel starts, before any cell.
+import os
 import resource
 import signal
 import sys
@@ -97,6 +114,28 @@ def _cpu_time_up(signum, frame):
 
 
 signal.signal(signal.SIGXCPU, _cpu_time_up)
+
+
+def _library_guard(event, args, _flag=os.environ.get("EXERCISES_LIBRARY_FLAG", ""), _open=os.open,
+                   _write=os.write, _close=os.close, _flags=os.O_WRONLY | os.O_NONBLOCK):
+    # The reference library is not in this sandbox (a stand-in that reports and refuses sits in
+    # its place, for importlib's calls); this hook, which cannot be removed, reports every import
+    # statement that names it, through a FIFO the grader reads.
+    if event == "import" and args and str(args[0]).split(".")[0] == "{LIBRARY}":
+        what = "import " + str(args[0])
+    else:
+        return
+    try:
+        fd = _open(_flag, _flags)
+        try:
+            _write(fd, (what[:200] + "\\n").encode())
+        finally:
+            _close(fd)
+    except OSError:
+        pass
+
+
+sys.addaudithook(_library_guard)
 """
 
 
@@ -306,85 +345,170 @@ def prepare_copy(nb: dict, exercise: str) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# The worker: one submission, one process, limits set before it starts
+# The sandbox: each submission alone, as its own user, with limits for the whole job
 # --------------------------------------------------------------------------------------------
 
 
-def apply_limits(memory_mb: int, cpu_seconds: int) -> None:
-    """Limit this process and everything it starts: memory, CPU time, file sizes, no core dumps.
+def sandbox_kind() -> str:
+    """Which isolation this machine offers for untrusted notebooks.
 
-    Limits are per process and inherited: the kernel gets ``cpu_seconds`` of CPU time (then
-    SIGXCPU, which the kernel's startup file turns into a TimeoutError in the running cell) and
-    is killed ``CPU_GRACE_SECONDS`` later.
+    ``"user"``: the grader runs as root and bubblewrap (Debian's ``bubblewrap``) is installed.
+    Each job then runs as a user of its own (uid ``JOB_UID_BASE + slot``, no login, no home)
+    inside bubblewrap's mount, process and IPC namespaces: it sees its own folder and nothing
+    of the other jobs, the repository (the reference library, the instructor notebooks, git's
+    history) is replaced by an empty folder, everything else is read-only, and every process of
+    the job is found by its user and its control group. ``""``: none; grading untrusted work
+    then refuses to start unless the instructor passes ``--trusted``.
+    """
+    if os.geteuid() == 0 and shutil.which("bwrap") and shutil.which("setpriv"):
+        return "user"
+    return ""
+
+
+JOB_UID_BASE = 61000  # job users are uids 61000, 61001, ... (one per slot, never a login user)
+REPO = HERE.parent
+
+
+def _hidden_ancestor(path: Path) -> Path | None:
+    """The highest folder above ``path`` that other users cannot enter (e.g. ``/root``), if any."""
+    for parent in reversed(path.parents):
+        if parent != Path("/") and not parent.stat().st_mode & 0o001:
+            return parent
+    return None
+
+
+def _enterable(path: Path) -> list[str]:
+    """bubblewrap arguments that let any user reach ``path`` through folders others cannot enter.
+
+    The highest such folder above it (``/root``, pytest's ``/tmp/pytest-of-root``, ...) is
+    replaced by an empty one, with only the folders on the way to ``path`` made inside it.
+    """
+    hidden = _hidden_ancestor(path)
+    if hidden is None:
+        return []
+    args = ["--tmpfs", str(hidden)]
+    for folder in reversed(path.parents):
+        if hidden in folder.parents:
+            args += ["--perms", "0755", "--dir", str(folder)]
+    return args
+
+
+def library_folder() -> Path:
+    """Where the course library is installed (the repository, for the editable install)."""
+    import importlib.util
+
+    return Path(importlib.util.find_spec(LIBRARY).submodule_search_locations[0])
+
+
+def bwrap_command(job_dir: Path, base: Path, uid: int) -> list[str]:
+    """bubblewrap, then setpriv to the job's user, then the worker: the command that runs one job."""
+    venv, python_home = Path(sys.prefix), Path(sys.base_prefix)
+    cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
+           "--tmpfs", str(REPO)]  # the repository: library, instructor notebooks, git history
+    for keep in (venv, python_home):  # the interpreter and its packages, read-only, wherever they are
+        reach = _enterable(keep)
+        if reach or REPO in keep.parents or keep == REPO:
+            cmd += [*reach, "--ro-bind", str(keep), str(keep)]
+    # wherever the library is installed, a stand-in that reports and refuses takes its place
+    cmd += ["--ro-bind", str(job_dir / "stand-in"), str(library_folder())]
+    cmd += [*_enterable(base), "--tmpfs", str(base), "--bind", str(job_dir), str(job_dir),  # its folder only
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+            "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--chdir", str(job_dir / "work"),
+            "--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+            "--inh-caps=-all", "--bounding-set=-all",
+            str(venv / "bin" / "python"), "-I", str(job_dir / "grade_worker.py"), str(job_dir)]
+    return cmd
+
+
+class JobCgroup:
+    """A control group holding every process of one job: memory and process count for the job.
+
+    cgroup v2 (``memory.max``, ``pids.max``) where ``/sys/fs/cgroup`` is the unified hierarchy
+    with those controllers, else cgroup v1's ``memory`` and ``pids`` hierarchies. ``available``
+    is False where neither can be written; the per-process limits still hold then.
+    """
+
+    def __init__(self, name: str, memory_bytes: int) -> None:
+        self.dirs: list[Path] = []
+        root = Path("/sys/fs/cgroup")
+        try:
+            if "memory" in (root / "cgroup.controllers").read_text().split():
+                parent = root / "exercise-grading"
+                parent.mkdir(exist_ok=True)
+                (root / "cgroup.subtree_control").write_text("+memory +pids")
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                d = parent / name
+                d.mkdir()
+                self.dirs = [d]
+                (d / "memory.max").write_text(str(memory_bytes))
+                (d / "memory.swap.max").write_text("0")
+                (d / "pids.max").write_text(str(MAX_TASKS))
+                self.version = 2
+                return
+        except OSError:
+            self.remove()
+        try:
+            mem, pids = root / "memory" / "exercise-grading" / name, root / "pids" / "exercise-grading" / name
+            mem.mkdir(parents=True)
+            self.dirs.append(mem)
+            pids.mkdir(parents=True)
+            self.dirs.append(pids)
+            (mem / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                (mem / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+            (pids / "pids.max").write_text(str(MAX_TASKS))
+            self.version = 1
+        except OSError:
+            self.remove()
+
+    @property
+    def available(self) -> bool:
+        return bool(self.dirs)
+
+    def join(self) -> None:
+        """Move the calling process into the group (called in the child before it execs)."""
+        for d in self.dirs:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def pids(self) -> set[int]:
+        out = set()
+        for d in self.dirs:
+            with contextlib.suppress(OSError, ValueError):
+                out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+        return out
+
+    def oom_kills(self) -> int:
+        """How many of the job's processes the kernel killed for want of memory."""
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                with contextlib.suppress(OSError):
+                    for line in (d / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+        return 0
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        self.dirs = []
+
+
+def apply_limits(memory_mb: int, cpu_seconds: int, tasks: bool = True) -> None:
+    """Per-process limits, inherited by everything the job starts: memory, CPU, file size, tasks.
+
+    The kernel gets ``cpu_seconds`` of CPU time (then SIGXCPU, which the kernel's startup file
+    turns into a TimeoutError in the running cell) and is killed ``CPU_GRACE_SECONDS`` later.
+    ``RLIMIT_NPROC`` counts every process and thread of the job's user, so it is a limit per job.
     """
     memory = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + CPU_GRACE_SECONDS))
     resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def worker_main(job: str, env: dict[str, str], memory_mb: int, cpu_seconds: int) -> None:
-    """Grade ``job/<set>.ipynb`` with ``job/autograder.zip``; write ``job/result.json``.
-
-    Runs in a process of its own, forked from the fork server (which has otter imported). It
-    leaves the grader's session, sends its output to ``job/worker.out``, takes the job's
-    environment and sets the limits before otter starts the notebook's kernel, which inherits
-    all of them.
-    """
-    job_dir = Path(job)
-    os.setsid()
-    out = os.open(job_dir / "worker.out", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.environ.update(env)
-    os.chdir(job_dir)
-    tempfile.tempdir = env["TMPDIR"]
-    apply_limits(memory_mb, cpu_seconds)
-    skip_slow_imports()
-    result: dict[str, Any] = {"claimed": {}, "cases": {}, "errors": []}
-    try:
-        import otter.api
-
-        notebook = next(job_dir.glob("*.ipynb"))
-        results = otter.api.grade_submission(str(notebook), str(job_dir / "autograder.zip"), quiet=True)
-        for q, tf in results.results.items():
-            result["claimed"][str(q)] = float(tf.score)
-            result["cases"][str(q)] = [
-                {"passed": bool(r.passed), "hidden": bool(r.test_case.hidden), "message": str(r.message)[:3000]}
-                for r in tf.test_case_results
-            ]
-        executed = results.notebook
-        for cell in executed.cells if executed is not None else []:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    first_line = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
-                    result["errors"].append({
-                        "ename": str(output.get("ename", ""))[:200],
-                        "evalue": str(output.get("evalue", ""))[:300],
-                        "line": first_line[:80],
-                    })
-    except BaseException as e:  # noqa: BLE001 - report anything, including SystemExit
-        result["fatal"] = f"{type(e).__name__}: {str(e)[:500]}"
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the kernel, once it has exited
-    result["kernel_cpu"] = children.ru_utime + children.ru_stime
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    result["worker_cpu"] = own.ru_utime + own.ru_stime
-    (job_dir / "result.json").write_text(json.dumps(result))
-
-
-_CONTEXT = None
-
-
-def worker_context() -> Any:
-    """A multiprocessing fork server with otter already imported: workers start in milliseconds."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        import multiprocessing
-
-        _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(["otter.api"])
-    return _CONTEXT
+    if tasks:  # only for a job's own user: for the grader's user it would count all its processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_TASKS, MAX_TASKS))
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,57 +520,110 @@ def worker_context() -> Any:
 class Job:
     sub: Submission
     dir: Path
-    marker: str
-    proc: Any = None  # a multiprocessing.Process
+    uid: int | None  # the job's own user (sandboxed), None when trusted
+    proc: Any = None  # a subprocess.Popen
+    cgroup: JobCgroup | None = None
+    flag_fd: int | None = None  # read end of the library FIFO
     start: float = 0.0
     timed_out: bool = False
+    idle: bool = False
+    library_attempts: list[str] = field(default_factory=list)
+    last_cpu: float = -1.0
+    last_busy: float = 0.0
+    oom_kills: int = 0
+    slot: int = 0
+
+
+def job_processes(job: Job) -> list[Any]:
+    """Every process of the job: its user's, its control group's, the worker's tree."""
+    import psutil
+
+    found: dict[int, Any] = {}
+    pids = set(job.cgroup.pids()) if job.cgroup else set()
+    if job.proc is not None:
+        pids.add(job.proc.pid)
+        with contextlib.suppress(psutil.Error):
+            pids.update(c.pid for c in psutil.Process(job.proc.pid).children(recursive=True))
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found[pid] = psutil.Process(pid)
+    if job.uid is not None:
+        for p in psutil.process_iter(["uids"]):
+            with contextlib.suppress(psutil.Error, TypeError):
+                if p.info["uids"].real == job.uid:
+                    found[p.pid] = p
+    found.pop(os.getpid(), None)
+    return list(found.values())
 
 
 def kill_job_processes(job: Job) -> None:
-    """Kill the worker and everything it started: its process tree and anything carrying its marker."""
+    """Kill every process of the job, until none is left (a double fork does not escape a user)."""
     import psutil
 
-    victims = []
+    for _ in range(50):
+        victims = job_processes(job)
+        if not victims:
+            break
+        for p in victims:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(signal.SIGKILL)
+        psutil.wait_procs(victims, timeout=2)
     if job.proc is not None:
-        try:
-            parent = psutil.Process(job.proc.pid)
-            victims = [parent, *parent.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            victims = []
-    me = os.getpid()
-    for p in psutil.process_iter(["pid"]):
-        if p.pid == me or p in victims:
-            continue
-        try:
-            if p.environ().get(JOB_MARKER) == job.marker:
-                victims.append(p)
-        except (psutil.Error, OSError):
-            continue
-    for p in victims:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=5)
-    if job.proc is not None:
-        job.proc.join(timeout=5)
+        with contextlib.suppress(Exception):
+            job.proc.wait(timeout=5)
 
 
-def start_job(sub: Submission, info: ExerciseSet, limits: Limits, workdir: Path | None = None) -> Job:
+def job_cpu_seconds(job: Job) -> float:
+    import psutil
+
+    total = 0.0
+    for p in job_processes(job):
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def read_library_flags(job: Job) -> None:
+    if job.flag_fd is None:
+        return
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(job.flag_fd, 65536):
+            job.library_attempts += [ln for ln in chunk.decode("utf-8", "replace").splitlines() if ln]
+
+
+def start_job(sub: Submission, info: ExerciseSet, limits: Limits, base: Path, slot: int, sandboxed: bool) -> Job:
+    """Prepare the job's folder and start its worker (in the sandbox, as the job's user)."""
+    import subprocess
+
     import nbformat
 
-    job_dir = Path(tempfile.mkdtemp(prefix="exercise-grading-", dir=workdir))
-    for sub_dir in ("record", "tmp", "runtime", "ipython/profile_default/startup", "mpl"):
-        (job_dir / sub_dir).mkdir(parents=True)
-    (job_dir / "ipython/profile_default/startup/00-grader.py").write_text(KERNEL_STARTUP)
+    job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=base))
+    uid = JOB_UID_BASE + slot if sandboxed else None
+    os.chmod(job_dir, 0o711)  # the grader's: the job may enter, not change what is here
+    own = ("work", "record", "tmp", "runtime", "home", "mpl", "ipython")
+    for sub_dir in own:
+        (job_dir / sub_dir).mkdir(mode=0o700)
+    startup = job_dir / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-grader.py").write_text(KERNEL_STARTUP)
     (job_dir / "autograder.zip").write_bytes(info.zip_bytes)  # a fresh copy for every submission
-    nbformat.write(prepare_copy(sub.notebook, info.name), str(job_dir / f"{info.name}.ipynb"))
-    job = Job(sub, job_dir, uuid.uuid4().hex)
+    shutil.copy(HERE / "grade_worker.py", job_dir / "grade_worker.py")
+    nbformat.write(prepare_copy(sub.notebook, info.name), str(job_dir / "work" / f"{info.name}.ipynb"))
+    flag = job_dir / LIBRARY_FLAG
+    os.mkfifo(flag, 0o622)
+    os.chmod(flag, 0o622)
+    (job_dir / "stand-in").mkdir(mode=0o755)
+    (job_dir / "stand-in" / "__init__.py").write_text(LIBRARY_STAND_IN.format(flag=str(flag), library=LIBRARY))
     env = {
-        JOB_MARKER: job.marker,
         "EXERCISES_RECORD_DIR": str(job_dir / "record"),
+        "EXERCISES_LIBRARY_FLAG": str(flag),
         "TMPDIR": str(job_dir / "tmp"),
+        "HOME": str(job_dir / "home"),
+        "USER": "exercise-grading",
         "JUPYTER_RUNTIME_DIR": str(job_dir / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(job_dir / "home" / ".jupyter"),
+        "JUPYTER_DATA_DIR": str(job_dir / "home" / ".local" / "share" / "jupyter"),
         "IPYTHONDIR": str(job_dir / "ipython"),
         "MPLCONFIGDIR": str(job_dir / "mpl"),
         "MPLBACKEND": "Agg",
@@ -454,16 +631,47 @@ def start_job(sub: Submission, info: ExerciseSet, limits: Limits, workdir: Path 
         "MKL_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/bin:/bin",
     }
-    worker_args = {"job": str(job_dir), "env": env, "memory_mb": limits.memory_mb, "cpu_seconds": limits.cpu_seconds}
-    # the worker runs this very file (as WORKER_RUN_NAME) in a process forked from the fork server
-    job.proc = worker_context().Process(
-        target=runpy.run_path, args=(str(Path(__file__).resolve()),),
-        kwargs={"run_name": WORKER_RUN_NAME, "init_globals": {"WORKER_ARGS": worker_args}},
-    )
-    job.proc.start()
-    job.start = time.monotonic()
+    (job_dir / "env.json").write_text(json.dumps(env))
+    if uid is not None:
+        for sub_dir in own:
+            for folder, _, files in os.walk(job_dir / sub_dir):
+                os.chown(folder, uid, uid)
+                for f in files:
+                    os.chown(Path(folder) / f, uid, uid)
+    job = Job(sub, job_dir, uid)
+    job.flag_fd = os.open(flag, os.O_RDONLY | os.O_NONBLOCK)
+    if uid is not None:
+        kill_job_processes(job)  # nothing of an earlier job may still run as this user
+        job.cgroup = JobCgroup(f"{job_dir.name}", limits.memory_mb * 1024 * 1024)
+        cmd = bwrap_command(job_dir, base, uid)
+    else:
+        cmd = [sys.executable, str(job_dir / "grade_worker.py"), str(job_dir)]
+    cgroup = job.cgroup
+
+    def in_child() -> None:  # runs in the new process before it execs bubblewrap
+        if cgroup is not None:
+            cgroup.join()
+        apply_limits(limits.memory_mb, limits.cpu_seconds, tasks=uid is not None)
+
+    job.proc = subprocess.Popen(cmd, preexec_fn=in_child, start_new_session=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    job.start = job.last_busy = time.monotonic()
     return job
+
+
+def stop_job(job: Job) -> None:
+    """Kill what is left of the job and release its control group and FIFO."""
+    kill_job_processes(job)
+    read_library_flags(job)
+    if job.flag_fd is not None:
+        os.close(job.flag_fd)
+        job.flag_fd = None
+    if job.cgroup is not None:
+        job.oom_kills = job.cgroup.oom_kills()
+        job.cgroup.remove()
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -501,6 +709,23 @@ def verify(info: ExerciseSet, record_dir: Path) -> dict[str, float]:
     return scores
 
 
+def record_folder_is_private(job: Job) -> bool:
+    """Whether only this job could write its record folder (its own user, mode 0700, in a 0711 folder).
+
+    Then every recorded answer, and any ``.conflict`` mark, is the submission's own evidence.
+    Without the sandbox (``--trusted``) every job runs as one user, and the instructor has
+    vouched for every notebook: its records count as its own.
+    """
+    if job.uid is None:
+        return True
+    try:
+        rec, parent = (job.dir / "record").stat(), job.dir.stat()
+    except OSError:
+        return False
+    return rec.st_uid == job.uid and rec.st_mode & 0o077 == 0 and parent.st_uid == os.geteuid() \
+        and parent.st_mode & 0o022 == 0
+
+
 def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     """Score a finished (or killed) job and fill in its row."""
     sub = job.sub
@@ -508,7 +733,7 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     verified = verify(info, job.dir / "record")
     result: dict[str, Any] = {}
     try:
-        loaded = json.loads((job.dir / "result.json").read_text()[:5_000_000])
+        loaded = json.loads((job.dir / "work" / "result.json").read_text()[:5_000_000])
         if isinstance(loaded, dict):
             result = loaded
     except (OSError, ValueError):
@@ -517,7 +742,7 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     errors = [e for e in result.get("errors", []) if isinstance(e, dict)] if isinstance(
         result.get("errors"), list) else []
     fatal = str(result.get("fatal", ""))
-    output_tail = _tail(job.dir / "worker.out")
+    output_tail = _tail(job.dir / "work" / "worker.out")
 
     total, possible = sum(verified.values()), sum(info.possible.values())
     try:
@@ -531,11 +756,20 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     cpu_error = next((e for e in errors if e.get("ename") == "TimeoutError"
                       and CPU_LIMIT_MESSAGE in str(e.get("evalue"))), None)
     died = "DeadKernelError" in fatal or "Kernel died" in fatal
-    memory_error = any("MemoryError" in str(e.get("ename")) or "allocate" in str(e.get("evalue"))
+    memory_error = job.oom_kills > 0 or any("MemoryError" in str(e.get("ename")) or "allocate" in str(e.get("evalue"))
                        for e in errors) or "MemoryError" in fatal or (not result and "MemoryError" in output_tail)
 
     details = []
-    if job.timed_out:
+    private = record_folder_is_private(job)
+    if job.library_attempts:
+        status = "tampered"
+        details.append(f"the notebook reached for the reference library ({job.library_attempts[0]}); "
+                       f"{len(job.library_attempts)} attempt(s)")
+    elif job.idle:
+        status = "timeout"
+        details.append(f"no computation for {IDLE_SECONDS} s (the notebook was waiting), stopped; "
+                       "answers checked before then count")
+    elif job.timed_out:
         status = "timeout"
         details.append(f"still running after {limits.wall_seconds:g} s, stopped; answers checked before then count")
     elif cpu_error or (died and kernel_cpu >= limits.cpu_seconds):
@@ -549,7 +783,7 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
                      None)
         details.append(f"memory limit of {limits.memory_mb} MB reached"
                        + (f" in the cell starting `{where.get('line', '')}`" if where else ""))
-    elif claimed and claimed_total > total + 1e-9:
+    elif claimed and claimed_total > total + 1e-9 and private:
         status = "tampered"
         details.append(f"the notebook's own checks claimed {_fmt_points(claimed_total)}/{_fmt_points(possible)}, "
                        f"its answers are worth {_fmt_points(total)}")
@@ -567,6 +801,8 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
                            f"`{e.get('line', '')}`{more}")
     else:
         status = "ok"
+    if not private:
+        details.append("its record folder was reachable by other jobs, so a mismatch is not counted as its own")
     if sub.mentions_library:
         details.append("the code mentions transformer_lib (answers should be the student's own code)")
     sub.row = {
@@ -649,9 +885,12 @@ def grade_folder(
     progress: bool = True,
     workdir: Path | None = None,
     table: list | None = None,
+    trusted: bool = False,
 ) -> list[dict[str, Any]]:
     """Grade every file under ``submissions``; write the CSV ``out``; return its rows.
 
+    Each submission runs in the sandbox of :func:`sandbox_kind`; where there is none, grading
+    refuses to start unless ``trusted`` says every submission may run as the grader's own user.
     ``table``, when given, receives the :class:`ScoreTable` (its ``checksum`` once written).
     """
     import tqdm as tqdm_module
@@ -661,6 +900,13 @@ def grade_folder(
     limits = limits or Limits()
     if not submissions.is_dir():
         raise SystemExit(f"{submissions} is not a folder")
+    sandboxed = bool(sandbox_kind())
+    if not sandboxed and not trusted:
+        raise SystemExit(
+            "grading untrusted notebooks needs a sandbox: run the grader as root with bubblewrap installed "
+            "(each submission then runs as a user of its own), or in a container with otter's Docker-based "
+            "`otter grade`; pass --trusted only if you trust every notebook in the folder"
+        )
     journal = ScoreTable(out)  # checked and opened before any submission runs
     if table is not None:
         table.append(journal)
@@ -674,24 +920,37 @@ def grade_folder(
 
     pending = [s for s in subs if not s.status]
     running: list[Job] = []
+    base = Path(tempfile.mkdtemp(prefix="exercise-grading-", dir=workdir))
+    os.chmod(base, 0o711)  # jobs may enter their own folder, never list the others
     bar = tqdm(total=len(subs), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
     bar.update(len(subs) - len(pending))
     try:
         while pending or running:
             while pending and len(running) < max(1, jobs):
                 sub = pending.pop(0)
+                slot = min(set(range(max(1, jobs))) - {j.slot for j in running})
                 try:
-                    running.append(start_job(sub, sets[sub.exercise], limits, workdir))
+                    job = start_job(sub, sets[sub.exercise], limits, base, slot, sandboxed)
+                    job.slot = slot
+                    running.append(job)
                 except Exception as e:  # the copy could not be written: report it, go on
                     sub.status, sub.detail = "not a notebook", f"cannot be prepared for grading: {str(e)[:120]}"
                     bar.update(1)
             time.sleep(0.2)
             for job in list(running):
-                finished = not job.proc.is_alive()
-                if not finished and time.monotonic() - job.start > limits.wall_seconds:
+                read_library_flags(job)
+                finished = job.proc.poll() is not None
+                now = time.monotonic()
+                if not finished and now - job.start > limits.wall_seconds:
                     job.timed_out = True
-                if finished or job.timed_out:
-                    kill_job_processes(job)
+                if not finished and now - job.last_busy > 5:  # an idle check every 5 s
+                    cpu = job_cpu_seconds(job)
+                    if cpu > job.last_cpu + 0.05:
+                        job.last_cpu, job.last_busy = cpu, now
+                    elif now - job.last_busy > IDLE_SECONDS:
+                        job.idle = True
+                if finished or job.timed_out or job.idle:
+                    stop_job(job)
                     try:
                         finish_job(job, sets[job.sub.exercise], limits)
                     except Exception as e:  # never lose a row
@@ -706,8 +965,9 @@ def grade_folder(
                     bar.update(1)
     finally:
         for job in running:  # interrupted: leave nothing behind
-            kill_job_processes(job)
-            shutil.rmtree(job.dir, ignore_errors=True)
+            stop_job(job)
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
         bar.close()
 
     changed = restore_changes(release, release_before)
@@ -746,12 +1006,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="wall-clock seconds before a notebook is stopped (default 3 x timeout + 60)")
     parser.add_argument("--memory", type=int, default=4096, help="memory limit per submission, MB (default 4096)")
     parser.add_argument("--keep", action="store_true", help="keep each submission's work folder (debugging)")
+    parser.add_argument("--trusted", action="store_true",
+                        help="grade without a sandbox, as your own user (only for notebooks you trust)")
     args = parser.parse_args(argv)
     if args.submissions is None:
         parser.error("give the folder of submissions")
     limits = Limits(args.timeout, args.wall or 3 * args.timeout + 60, args.memory)
     table: list[ScoreTable] = []
-    rows = grade_folder(args.submissions, args.out, args.release, args.jobs, limits, args.keep, table=table)
+    rows = grade_folder(args.submissions, args.out, args.release, args.jobs, limits, args.keep, table=table,
+                        trusted=args.trusted)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -762,5 +1025,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-elif __name__ == WORKER_RUN_NAME:  # a worker started by start_job
-    worker_main(**globals()["WORKER_ARGS"])

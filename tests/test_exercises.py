@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import psutil
 import pytest
 from filelock import FileLock
 
@@ -41,6 +42,11 @@ def _load(name: str):
 
 release_tool = _load("release")
 grade_tool = _load("grade")
+# Grading sandboxes each submission when the tests run as root with bubblewrap (as `make test`
+# does in CI); elsewhere the same batches run unsandboxed, and the attacks' checks are skipped.
+TRUSTED = not grade_tool.sandbox_kind()
+TRUST = ["--trusted"] if TRUSTED else []
+needs_sandbox = pytest.mark.skipif(TRUSTED, reason="the sandbox needs root and bubblewrap")
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,6 +124,74 @@ sources = {path: open(path).read() for path in glob.glob("tests/*.py") + glob.gl
 print(len(sources), "test files read;", sum("hidden=True" in s for s in sources.values()), "with hidden cases")
 """
 
+# The attacks of a hostile submission. Each runs inside its own job's sandbox; the tests check
+# that it changes nothing outside its job (other rows, the CSV, processes left behind).
+SABOTEUR = """\
+# A daemon: double fork, then execve with an empty environment (no marker to be found by), then
+# for a while plant .conflict files in every record folder and rewrite every grades.csv in reach.
+import os, sys
+CODE = "\\n".join([
+    "import glob, os, time",
+    "for _ in range(100):",
+    "    for d in glob.glob('/tmp/**/record', recursive=True):",
+    "        try:",
+    "            open(os.path.join(d, 'x' * 40 + '.conflict'), 'w').close()",
+    "        except OSError:",
+    "            pass",
+    "    for f in glob.glob('/tmp/**/grades.csv*', recursive=True):",
+    "        try:",
+    "            open(f, 'w').write('submission,status')",
+    "        except OSError:",
+    "            pass",
+    "    time.sleep(0.3)",
+])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", CODE], {})
+    os._exit(0)
+"""
+
+BLOCK_OUTPUT = """\
+# Replace every grades.csv in reach with a folder, so that the grader cannot write its table.
+import glob, os
+for f in glob.glob('/tmp/**/grades.csv', recursive=True):
+    try:
+        os.remove(f)
+        os.mkdir(f)
+    except OSError:
+        pass
+"""
+
+DISGUISED_IMPORT = """\
+# Take the answers from the reference library, imported under a name built at run time.
+import importlib
+try:
+    _ref = importlib.import_module("transformer" + "_lib")
+    softmax, cosine_similarity = _ref.softmax, _ref.cosine_similarity
+except Exception:
+    pass
+"""
+
+STACK_PEEK = """\
+# Take the answers from the library that the checks module imported.
+import sys
+try:
+    _ref = sys.modules["exercise_checks"].tl
+    softmax, cosine_similarity = _ref.softmax, _ref.cosine_similarity
+except Exception:
+    pass
+"""
+
+CHILD_MEMORY = """\
+# Three child processes of 900 MB each: every one under the per-process limit, together over the job's.
+import subprocess, sys
+code = "import time; b = b'x' * (900 * 2**20); time.sleep(30)"
+children = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(3)]
+for child in children:
+    child.wait()
+"""
+
 NAIVE_SOFTMAX = """\
     x = np.asarray(x, dtype=float)
     e = np.exp(x)  # no maximum subtracted: overflows for large logits
@@ -125,8 +199,11 @@ NAIVE_SOFTMAX = """\
 """
 
 
-def make_submissions(release: Path, folder: Path) -> dict[str, dict]:
-    """Write the mixed folder of submissions; return what each should get."""
+def make_submissions(release: Path, folder: Path, attacks: bool = True) -> dict[str, dict]:
+    """Write the mixed folder of submissions; return what each should get.
+
+    ``attacks``: include the hostile submissions, which only a sandbox can contain.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     expected: dict[str, dict] = {}
     for s in SETS:
@@ -163,6 +240,16 @@ def make_submissions(release: Path, folder: Path) -> dict[str, dict]:
     head = cell.source.split('"""', 2)
     cell.source = '"""'.join(head[:2]) + '"""\n' + NAIVE_SOFTMAX
     write("reads_hidden_tests.ipynb", _with_cells(naive, [(1, READ_HIDDEN)]), status="ok", naive_softmax=True)
+    last = len(stu.cells) - 1  # before the final check_all
+    for name, nb, expect in [] if not attacks else [
+        ("attack_saboteur.ipynb", _with_cells(stu, [(1, SABOTEUR)]), dict(status="ok", zero=True)),
+        ("attack_blocks_output.ipynb", _with_cells(stu, [(1, BLOCK_OUTPUT)]), dict(status="ok", zero=True)),
+        ("attack_disguised_import.ipynb", _with_cells(stu, [(last, DISGUISED_IMPORT)]),
+         dict(status="tampered", zero=True)),
+        ("attack_stack_peek.ipynb", _with_cells(stu, [(last, STACK_PEEK)]), dict(status="ok", zero=True)),
+        ("attack_child_memory.ipynb", _with_cells(sol, [(after_q2, CHILD_MEMORY)]), dict(status="out of memory")),
+    ]:
+        write(name, nb, **expect)
 
     (folder / "not_a_notebook.ipynb").write_text("this is not JSON {")
     expected["not_a_notebook.ipynb"] = {"status": "not a notebook"}
@@ -215,13 +302,19 @@ def graded(tmp_path_factory, worker_id, release) -> dict:
 
     def build(root: Path) -> dict:
         submissions = root / "submissions"
-        expected = make_submissions(release, submissions)
+        expected = make_submissions(release, submissions, attacks=not TRUSTED)
         before = _hash_tree(submissions)
         start = time.monotonic()
         rows = grade_tool.grade_folder(submissions, root / "grades.csv", release=release, jobs=2,
-                                       limits=grade_tool.Limits(**LIMITS), progress=False)
-        return {"csv": str(root / "grades.csv"), "rows": rows, "expected": expected,
-                "unchanged": before == _hash_tree(submissions), "seconds": time.monotonic() - start}
+                                       limits=grade_tool.Limits(**LIMITS), progress=False, trusted=TRUSTED)
+        seconds = time.monotonic() - start
+        time.sleep(5)  # what a submission left running would do after the grader returned
+        with open(root / "grades.csv", newline="") as f:
+            on_disk = list(csv.DictReader(f))
+        left = [p.pid for p in psutil.process_iter(["uids"])
+                if p.info["uids"] and p.info["uids"].real >= grade_tool.JOB_UID_BASE]
+        return {"csv": str(root / "grades.csv"), "rows": rows, "expected": expected, "on_disk": on_disk,
+                "left_running": left, "unchanged": before == _hash_tree(submissions), "seconds": seconds}
 
     return _shared(tmp_path_factory, worker_id, "exercise_grades", build)
 
@@ -340,7 +433,7 @@ def test_a_notebook_that_waits_forever_is_stopped_with_its_kernel(release, tmp_p
     work.mkdir()
     rows = grade_tool.grade_folder(folder, tmp_path / "grades.csv", release=release, jobs=1,
                                    limits=grade_tool.Limits(cpu_seconds=20, wall_seconds=15, memory_mb=2048),
-                                   progress=False, workdir=work)
+                                   progress=False, workdir=work, trusted=TRUSTED)
     assert rows[0]["status"] == "timeout" and "stopped" in rows[0]["detail"]
     left = []
     for p in psutil.process_iter():
@@ -351,6 +444,30 @@ def test_a_notebook_that_waits_forever_is_stopped_with_its_kernel(release, tmp_p
             continue
     assert not left
     assert not list(work.iterdir()), "the work folder is cleaned up"
+
+
+def test_a_notebook_that_sleeps_is_stopped_once_idle(release, tmp_path, monkeypatch):
+    """No CPU used for IDLE_SECONDS: the notebook is waiting, not computing, and gives its slot back."""
+    monkeypatch.setattr(grade_tool, "IDLE_SECONDS", 8)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    stu = nbformat.read(release / MIXED_SET / "student" / f"{MIXED_SET}.ipynb", as_version=4)
+    nbformat.write(_with_cells(stu, [(1, "import time\ntime.sleep(3600)")]), folder / "sleeps.ipynb")
+    start = time.monotonic()
+    rows = grade_tool.grade_folder(folder, tmp_path / "grades.csv", release=release, jobs=1,
+                                   limits=grade_tool.Limits(cpu_seconds=60, wall_seconds=300, memory_mb=2048),
+                                   progress=False, trusted=TRUSTED)
+    assert rows[0]["status"] == "timeout" and "no computation for 8 s" in rows[0]["detail"], rows[0]
+    assert time.monotonic() - start < 120
+
+
+def test_grading_refuses_to_start_without_a_sandbox_unless_trusted(release, tmp_path, monkeypatch):
+    folder = _two_ungradable(tmp_path)
+    monkeypatch.setattr(grade_tool, "sandbox_kind", lambda: "")
+    with pytest.raises(SystemExit, match="needs a sandbox.*--trusted"):
+        grade_tool.grade_folder(folder, tmp_path / "grades.csv", release=release, progress=False)
+    rows = grade_tool.grade_folder(folder, tmp_path / "grades.csv", release=release, progress=False, trusted=True)
+    assert [r["status"] for r in rows] == ["empty", "not a notebook"]
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -371,7 +488,7 @@ def test_command_line_writes_grades_csv_in_the_current_directory(release, tmp_pa
     (folder / "blank.ipynb").write_bytes(b"")
     (folder / "notes.txt").write_text("my answers are in my head")
     monkeypatch.chdir(tmp_path)
-    grade_tool.main([str(folder), "--release", str(release)])
+    grade_tool.main([str(folder), "--release", str(release), *TRUST])
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["submission"], r["status"]) for r in rows] == [("blank.ipynb", "empty"), ("notes.txt", "not a notebook")]
@@ -390,9 +507,9 @@ def test_the_score_table_is_checked_before_grading_and_its_checksum_printed(rele
     folder = _two_ungradable(tmp_path)
     (tmp_path / "taken").mkdir()
     with pytest.raises(SystemExit, match="--out must be a file path, got the folder"):
-        grade_tool.main([str(folder), "--release", str(release), "--out", str(tmp_path / "taken")])
+        grade_tool.main([str(folder), "--release", str(release), "--out", str(tmp_path / "taken"), *TRUST])
     out = tmp_path / "grades.csv"
-    grade_tool.main([str(folder), "--release", str(release), "--out", str(out)])
+    grade_tool.main([str(folder), "--release", str(release), "--out", str(out), *TRUST])
     printed = capsys.readouterr().out
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     assert f"sha256 of {out}: {digest}" in printed
@@ -410,7 +527,7 @@ def test_a_table_that_cannot_be_moved_into_place_is_printed_and_kept_in_the_jour
 
     monkeypatch.setattr(grade_tool.os, "replace", blocked)
     with pytest.raises(SystemExit, match=r"could not write .*grades.csv \(Is a directory\).*grades.csv.journal"):
-        grade_tool.main([str(folder), "--release", str(release), "--out", str(out)])
+        grade_tool.main([str(folder), "--release", str(release), "--out", str(out), *TRUST])
     printed = capsys.readouterr().out
     assert "blank.ipynb,,empty" in printed and "notes.txt,,not a notebook" in printed
     assert (tmp_path / "grades.csv.journal").exists() and not out.exists()
@@ -452,6 +569,27 @@ def test_rows_match_what_each_submission_deserves(graded, kind):
         if want.get("partial") and not 0 < total < possible:
             problems.append(f"{name}: {total}/{possible}, expected partial credit ({row['detail']})")
     assert not problems, "\n".join(problems)
+
+
+@needs_sandbox
+def test_the_table_on_disk_is_the_graders_own_after_the_batch_and_a_wait(graded):
+    rows = [{k: v for k, v in r.items()} for r in graded["rows"]]
+    on_disk = [{k: v for k, v in r.items() if v != ""} for r in graded["on_disk"]]
+    assert on_disk == [{k: v for k, v in r.items() if v != ""} for r in rows]
+
+
+@needs_sandbox
+def test_no_process_of_any_job_outlives_the_batch(graded):
+    assert graded["left_running"] == []
+
+
+@needs_sandbox
+def test_attacks_change_nothing_but_their_own_row(graded):
+    # honest submissions graded in the same batch as the saboteur keep full marks, untouched
+    for s in SETS:
+        row = _row(graded, f"solution {s}.ipynb")
+        assert (row["status"], row["total"]) == ("ok", row["possible"]), row
+    assert "reference library" in _row(graded, "attack_disguised_import.ipynb")["detail"]
 
 
 def test_reading_the_hidden_tests_earns_nothing(graded):
