@@ -43,6 +43,12 @@ class TestHeatmap:
         assert len(ax.figure.axes) == 2  # the map and its colour bar
         np.testing.assert_array_equal(ax.images[0].get_array(), m)
 
+    def test_colorbar_label(self):
+        ax = viz.heatmap(np.eye(2), colorbar_label="attention weight")
+        bar_axes = [a for a in ax.figure.axes if a is not ax]
+        assert bar_axes[0].get_ylabel() == "attention weight"
+        assert viz.heatmap(np.eye(2)).figure.axes[1].get_ylabel() == ""
+
     def test_into_given_axes_without_colorbar(self):
         fig, (a, b) = plt.subplots(1, 2)
         out = viz.heatmap(torch.eye(3, requires_grad=True) * 2, ax=b, colorbar=False)

@@ -36,6 +36,7 @@ def heatmap(
     vmax: float | None = None,
     annotate: bool = False,
     colorbar: bool = True,
+    colorbar_label: str = "",
     fmt: str = "{:.2f}",
 ) -> Axes:
     """Draw one 2-D matrix as a labelled heatmap and return its axes.
@@ -44,6 +45,7 @@ def heatmap(
         matrix: ``(rows, cols)`` array or tensor.
         x_labels, y_labels: tick labels for the columns and rows (e.g. tokens).
         annotate: write each value in its cell (for small matrices).
+        colorbar_label: what the colours measure, written beside the colour bar.
     """
     m = to_numpy(matrix)
     if m.ndim != 2:
@@ -73,7 +75,9 @@ def heatmap(
     if title:
         ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        if colorbar_label:
+            bar.set_label(colorbar_label)
     return ax
 
 
