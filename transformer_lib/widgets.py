@@ -84,18 +84,26 @@ def precompute(render: Callable[..., Rendered], controls: Mapping[str, Sequence[
     return frames
 
 
-def _control(name: str, options: tuple[Any, ...], initial: Any) -> widgets.Widget:
+def _control(name: str, options: tuple[Any, ...], initial: Any, label_width: str = "initial") -> widgets.Widget:
+    """A slider, toggle buttons or a drop-down for one control, its label beside it.
+
+    ``label_width`` is the same for every control of a widget, so controls stacked on separate
+    lines start at the same place (the book's style sheet sets labels in the body text's size
+    and keeps each beside its control); a slider fills its line up to 420 px, so it shrinks on
+    a phone instead of widening the page.
+    """
     index = options.index(initial) if initial is not None else 0
     labels = [str(o) for o in options]
-    style = {"description_width": "initial"}
+    style = {"description_width": label_width}
     if all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in options) and len(options) > 3:
         return widgets.SelectionSlider(options=list(zip(labels, options)), index=index, description=name,
                                        continuous_update=True, style=style,
-                                       layout=widgets.Layout(width="420px"))
+                                       layout=widgets.Layout(width="100%", max_width="420px"))
     if len(options) <= 4 and sum(len(s) for s in labels) <= 48:
         return widgets.ToggleButtons(options=list(zip(labels, options)), index=index, description=name,
                                      style=style)
-    return widgets.Dropdown(options=list(zip(labels, options)), index=index, description=name, style=style)
+    return widgets.Dropdown(options=list(zip(labels, options)), index=index, description=name, style=style,
+                            layout=widgets.Layout(max_width="100%"))
 
 
 def _leaf(output: bytes | str) -> widgets.Widget:
@@ -135,7 +143,8 @@ def precomputed_interact(
         if value not in tuple(controls[name]):
             raise ValueError(f"initial value for {name!r} must be one of {list(controls[name])}, got {value!r}")
     frames = precompute(render, controls, dpi=dpi)
-    inputs = [_control(n, v, initial.get(n)) for n, v in zip(frames.names, frames.values)]
+    label_width = f"{max(len(n) for n in frames.names) + 1}ch"  # the longest name, and a space
+    inputs = [_control(n, v, initial.get(n), label_width) for n, v in zip(frames.names, frames.values)]
 
     def build(level: int, chosen: tuple[Any, ...]) -> widgets.Widget:
         if level == len(inputs):
@@ -148,7 +157,9 @@ def precomputed_interact(
     parts: list[widgets.Widget] = []
     if caption:
         parts.append(widgets.HTML(value=f"<p>{html.escape(caption)}</p>"))
-    parts += [widgets.HBox(inputs, layout=widgets.Layout(flex_flow="row wrap")), build(0, ())]
+    controls_box = widgets.HBox(inputs, layout=widgets.Layout(flex_flow="row wrap"))
+    controls_box.add_class("precomputed-controls")  # styled (and left out of print) by the book
+    parts += [controls_box, build(0, ())]
     box = widgets.VBox(parts)
     box.add_class("precomputed-interact")
     box.frames = frames
