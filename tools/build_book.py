@@ -12,19 +12,28 @@
    stops the build here; the notebook, the cell and its traceback are printed.
 4. Run `jupyter-book build` with warnings as errors; it finds every notebook's outputs in the
    cache. A failing cell fails this step too, with the same report.
+5. Write a gzip copy (``name.gz``) beside every large text file of the build (scripts, style
+   sheets, pages), which a server that serves pre-compressed files sends instead (nginx's
+   ``gzip_static``, and :func:`serve` here: ``python tools/build_book.py --serve`` reads the
+   book on http://127.0.0.1:8000/, as the browser tests do).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
 import hashlib
+import http.server
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,6 +150,64 @@ def report_failures(root: Path) -> None:
         print(log.read_text())
 
 
+COMPRESSED_SUFFIXES = {".js", ".css", ".html", ".svg", ".json"}
+COMPRESS_MIN_BYTES = 10_000
+
+
+def compress_assets(html: Path) -> int:
+    """Write ``name.gz`` beside every text file of the build of at least 10 kB, afresh each build.
+
+    Copies are rewritten rather than kept by date (Sphinx copies static files with their
+    package's dates), and a copy whose file is gone is deleted. Returns the number written.
+    """
+    for gz in html.rglob("*.gz"):
+        gz.unlink()
+    written = 0
+    for path in html.rglob("*"):
+        if (path.suffix in COMPRESSED_SUFFIXES and path.is_file()
+                and path.stat().st_size >= COMPRESS_MIN_BYTES):
+            # mtime=0: the same file gives the same bytes, build after build
+            path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+            written += 1
+    return written
+
+
+class BookRequestHandler(http.server.SimpleHTTPRequestHandler):
+    """A static file server that sends a file's ``.gz`` copy to a browser that accepts gzip."""
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        gz = path + ".gz"
+        accepts = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not (accepts and os.path.isfile(path) and os.path.isfile(gz)):
+            return super().send_head()
+        f = open(gz, "rb")  # the caller copies and closes it
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(path))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+        self.send_header("Vary", "Accept-Encoding")
+        self.end_headers()
+        return f
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def serve(html: Path, port: int = 0) -> Iterator[str]:
+    """Serve the built book from a thread; yields its base URL (``port=0``: any free port)."""
+    handler = lambda *args, **kwargs: BookRequestHandler(*args, directory=str(html), **kwargs)  # noqa: E731
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def build(root: Path = REPO) -> float:
     """Build the book in ``root``; exit with a message if any warning or cell fails."""
     fetch_widget_scripts(root)
@@ -154,6 +221,8 @@ def build(root: Path = REPO) -> float:
         cwd=root,
     )
     seconds = time.perf_counter() - start
+    # whatever was written, even by a failed build, so that no copy is older than its file
+    compress_assets(root / "_build" / "html")
     if result.returncode != 0:
         report_failures(root)
         sys.exit(f"book: build failed after {seconds:.0f} s (warnings count as errors)")
@@ -165,4 +234,13 @@ def build(root: Path = REPO) -> float:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=REPO, help="the book's folder (default: this repository)")
-    build(parser.parse_args().root.resolve())
+    parser.add_argument("--serve", type=int, nargs="?", const=8000, metavar="PORT",
+                        help="do not build: serve the built book on http://127.0.0.1:PORT/ until Ctrl+C")
+    args = parser.parse_args()
+    if args.serve is None:
+        build(args.root.resolve())
+    else:
+        with serve(args.root.resolve() / "_build" / "html", args.serve) as url:
+            print(f"book: serving {url}/intro.html (Ctrl+C to stop)")
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait()
