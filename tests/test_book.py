@@ -3,14 +3,23 @@
 Every request to a host other than the local server is blocked and counted: the book
 must read offline. Run `make book` first (`make test` does); `make test` also installs
 Debian's chromium when it is missing (tools/ensure_command.sh chromium chromium).
+
+The server is the build script's own (``tools/build_book.py``'s ``serve``): it sends the
+build's gzip copies of large files, as a static host that serves pre-compressed files does.
+Besides loading, maths, widgets and solutions, the tests hold the book to what a reader sees:
+no page wider than a phone (390 px); at 1280 px no code block, output or display equation
+wider than the content column; every figure shown at 85% or more of the size it was drawn
+at; no red or unfinished progress bar; solutions printed open; one search box, and search
+that finds what a chapter teaches rather than its plotting code; pages that load only what
+they use. Screenshots of four chapters at both widths land in ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
 import functools
-import http.server
+import importlib.util
+import json
 import re
-import threading
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -26,6 +35,21 @@ CHROMIUM = "/usr/bin/chromium"
 SKIP_PAGES = {"genindex.html", "search.html"}
 MATH_PAGES = ["chapters/07_positional_encoding.html", "chapters/08_rotation_proof.html"]
 PROOF_PAGE = "chapters/08_rotation_proof.html"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SCREENSHOT_CHAPTERS = ["04", "08", "11", "14"]
+MIN_FIGURE_SCALE = 0.85  # a figure shown smaller than this share of its drawn size has tiny labels
+# The most a page may cost a reader, in bytes sent (HTML, scripts, style sheets, fonts, images,
+# from the build's gzip copies where it has them): about 2.5 MB for a widget chapter, of which
+# the widget manager is 0.9 MB (benchmarks/bench_book.py --weight gives the full table).
+PAGE_BUDGET = 3_000_000
+# Never loaded: Font Awesome's script (the theme's CSS draws the icons), MathJax's
+# all-in-one bundle and its menu (pages load the components they use).
+NEVER_LOADED = ["/_static/scripts/fontawesome.js", "/_static/mathjax/tex-chtml.js", "/_static/mathjax/ui/"]
+
+_spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
+build_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_book)
 
 
 def book_pages() -> list[str]:
@@ -86,13 +110,8 @@ def test_internal_links_resolve():
 
 @pytest.fixture(scope="module")
 def server():
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
-    handler.func.log_message = lambda *args: None  # quiet
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with build_book.serve(HTML) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +130,15 @@ def browser():
 
 
 class Visit:
-    """One page opened in a fresh browser context, with its errors and blocked requests."""
+    """One page opened in a fresh browser context, with its errors, blocked requests and what it loaded."""
 
-    def __init__(self, browser, server: str, page_path: str):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    def __init__(self, browser, server: str, page_path: str, viewport: dict | None = None):
+        self.context = browser.new_context(viewport=viewport or DESKTOP)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.blocked: list[str] = []
         self.failed: list[str] = []
+        self.loaded: dict[str, str] = {}  # URL path -> resource type
         local = server + "/"
 
         def route(route_):
@@ -132,6 +152,7 @@ class Visit:
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         self.page.on("response", lambda r: self.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        self.page.on("response", lambda r: self.loaded.setdefault(urlsplit(r.url).path, r.request.resource_type))
         self.page.goto(f"{server}/{page_path}", wait_until="networkidle")
         self.page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
         self.page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
@@ -145,8 +166,8 @@ class Visit:
 def visit(browser, server):
     opened: list[Visit] = []
 
-    def open_page(page_path: str) -> Visit:
-        v = Visit(browser, server, page_path)
+    def open_page(page_path: str, viewport: dict | None = None) -> Visit:
+        v = Visit(browser, server, page_path, viewport)
         opened.append(v)
         return v
 
@@ -165,8 +186,13 @@ def test_every_page_loads_offline_without_errors(visit):
             "() => Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, i.naturalWidth])"
         )
         broken_images = [src[:80] for src, complete, width in images if not (complete and width > 0)]
+        # a TeX error, or a macro MathJax does not know (its "noundefined" package shows it in red)
+        tex_errors = v.page.evaluate("() => Array.from(document.querySelectorAll("
+                                     "'mjx-merror, mjx-container [style*=\"color: red\"]'))"
+                                     ".map(e => e.getAttribute('data-mjx-error') || 'a macro MathJax does not know')")
         for kind, items in (("JavaScript error", v.errors), ("blocked request", v.blocked),
-                            ("failed request", v.failed), ("image not loaded", broken_images)):
+                            ("failed request", v.failed), ("image not loaded", broken_images),
+                            ("TeX error", tex_errors)):
             problems += [f"{page_path}: {kind}: {item}" for item in items]
         v.close()
     assert not problems, "\n".join(problems)
@@ -263,12 +289,332 @@ def test_solution_hidden_until_toggled(visit):
     assert body.is_visible(), "the solution did not open when its toggle was clicked"
 
 
-def test_screenshot_of_a_chapter(visit):
+# ---------------------------------------------------------------- what a reader sees (issue 18)
+
+# Elements that stick out of the right edge of the window and are not inside a box that
+# scrolls or clips them: what makes a page scroll sideways. The outermost of each is named.
+_SIDEWAYS = """() => {
+  const width = document.documentElement.clientWidth;
+  const clipped = (el) => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX !== "visible") return true;
+    }
+    return false;
+  };
+  const out = new Set(), named = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > width + 1 && getComputedStyle(el).position !== "fixed" && !clipped(el)) {
+      out.add(el);
+      if (!out.has(el.parentElement)) {
+        named.push(`${el.tagName.toLowerCase()}.${String(el.className).trim().split(/\\s+/).join(".")} `
+                   + `(${Math.round(r.left)}-${Math.round(r.right)} px): `
+                   + JSON.stringify((el.textContent || el.getAttribute("src") || "").trim().slice(0, 50)));
+      }
+    }
+  }
+  return {scrollWidth: document.scrollingElement.scrollWidth, width, named};
+}"""
+
+# Code blocks, outputs and display equations wider than the box that shows them (so cut off
+# or scrolled sideways), with their first characters (an equation's TeX source).
+_TOO_WIDE = """() => {
+  const article = document.querySelector("article.bd-article") || document.body;
+  // not inside a closed <details> (hidden plotting code) nor otherwise hidden
+  const shown = (el) => el.checkVisibility() && el.clientWidth > 0;
+  const start = (text) => JSON.stringify((text || "").trim().replace(/\\s+/g, " ").slice(0, 60));
+  const tex = new Map();
+  if (window.MathJax && MathJax.startup && MathJax.startup.document) {
+    for (const item of MathJax.startup.document.math) tex.set(item.typesetRoot, item.math);
+  }
+  const wide = [];
+  const check = (el, kind, text) => {
+    if (shown(el) && el.scrollWidth > el.clientWidth + 1) {
+      wide.push(`${kind} ${el.scrollWidth} px in ${el.clientWidth} px: ${start(text)}`);
+    }
+  };
+  for (const pre of article.querySelectorAll("pre")) {
+    check(pre, pre.closest(".cell_output") ? "output" : "code", pre.textContent);
+  }
+  for (const out of article.querySelectorAll(".cell_output > .output:not(:has(pre))")) {
+    check(out, "output", out.textContent);
+  }
+  for (const eq of article.querySelectorAll('mjx-container[display="true"]')) {
+    check(eq, "equation", tex.get(eq) || eq.textContent);
+  }
+  return wide;
+}"""
+
+# Images in the content (static figures and the frame a widget shows) drawn bigger than they
+# are shown: their labels shrink with them.
+_SHRUNK_FIGURES = """(minimum) => {
+  const article = document.querySelector("article.bd-article") || document.body;
+  const shrunk = [];
+  for (const img of article.querySelectorAll("img")) {
+    if (!img.checkVisibility() || !img.naturalWidth) continue;
+    const scale = img.clientWidth / img.naturalWidth;
+    if (scale < minimum) {
+      const where = img.closest(".precomputed-interact") ? "widget image" : "figure";
+      const alt = (img.getAttribute("alt") || "").replace(/^.*\\//, "").slice(0, 20);
+      shrunk.push(`${where} ${alt} drawn ${img.naturalWidth} px wide, shown at ${img.clientWidth} px `
+                  + `(${Math.round(100 * scale)}%)`);
+    }
+  }
+  return shrunk;
+}"""
+
+# Progress bars (tqdm in a notebook is an ipywidgets bar, or text): red, or short of their total.
+_PROGRESS = r"""() => {
+  const bad = [];
+  for (const script of document.querySelectorAll('script[type="application/vnd.jupyter.widget-state+json"]')) {
+    const models = JSON.parse(script.textContent).state || {};
+    for (const [id, model] of Object.entries(models)) {
+      const s = model.state || {};
+      if (!/ProgressModel$/.test(s._model_name || model.model_name || "")) continue;
+      if (s.bar_style === "danger") bad.push(`progress bar ${id.slice(0, 8)} is red (bar_style danger)`);
+      if (s.value < s.max) bad.push(`progress bar ${id.slice(0, 8)} stopped at ${s.value}/${s.max}`);
+    }
+  }
+  for (const bar of document.querySelectorAll("article progress")) {
+    if (bar.value < bar.max) bad.push(`<progress> stopped at ${bar.value}/${bar.max}`);
+  }
+  const text = (document.querySelector("article") || document.body).innerText;
+  for (const m of text.matchAll(/(\d+)%\|[^|\n]*\|\s*(\d+)\/(\d+)/g)) {
+    if (Number(m[2]) < Number(m[3])) bad.push(`text progress bar stopped at ${m[0].slice(0, 40)}`);
+  }
+  return bad;
+}"""
+
+
+@functools.cache
+def _chapter(number: str) -> str:
+    matches = [p for p in book_pages() if p.startswith(f"chapters/{number}_")]
+    assert matches, f"no chapter {number} in the book"
+    return matches[0]
+
+
+def _show_widgets(v: Visit) -> None:
+    """Scroll every widget into view, so its frame is laid out (lazy images, fonts)."""
+    for box in v.page.locator(".precomputed-interact").all():
+        box.scroll_into_view_if_needed()
+    v.page.wait_for_timeout(200)
+
+
+def test_no_page_wider_than_a_phone(visit):
+    wide = []
+    for page_path in book_pages():
+        v = visit(page_path, PHONE)
+        _show_widgets(v)
+        result = v.page.evaluate(_SIDEWAYS)
+        if result["scrollWidth"] > PHONE["width"]:
+            wide.append(f"{page_path}: {result['scrollWidth']} px wide at {PHONE['width']} px; sticking out:\n    "
+                        + "\n    ".join(result["named"] or ["(nothing named)"]))
+        v.close()
+    assert not wide, "pages wider than a phone's screen:\n" + "\n".join(wide)
+
+
+def test_code_outputs_and_equations_fit_the_column(visit):
+    wide = []
+    for page_path in book_pages():
+        v = visit(page_path)
+        wide += [f"{page_path}: {item}" for item in v.page.evaluate(_TOO_WIDE)]
+        v.close()
+    assert not wide, (f"{len(wide)} code blocks, outputs or display equations wider than the column "
+                      "at 1280 px (cut off or scrolled sideways):\n" + "\n".join(wide))
+
+
+def test_figures_are_shown_near_the_size_they_were_drawn(visit):
+    shrunk = []
+    for page_path in book_pages():
+        v = visit(page_path)
+        _show_widgets(v)
+        shrunk += [f"{page_path}: {item}" for item in v.page.evaluate(_SHRUNK_FIGURES, MIN_FIGURE_SCALE)]
+        v.close()
+    assert not shrunk, (f"{len(shrunk)} figures shown at less than {MIN_FIGURE_SCALE:.0%} of the size they were "
+                        "drawn at (their labels shrink with them; draw them for the ~670 px column):\n"
+                        + "\n".join(shrunk))
+
+
+def test_no_red_or_unfinished_progress_bar(visit):
+    bad = []
+    for page_path in book_pages():
+        html = (HTML / page_path).read_text(encoding="utf-8")
+        if "Progress" not in html and "%|" not in html and "<progress" not in html:
+            continue
+        v = visit(page_path)
+        bad += [f"{page_path}: {item}" for item in v.page.evaluate(_PROGRESS)]
+        v.close()
+    assert not bad, "progress bars that read as a crash or an unfinished run:\n" + "\n".join(bad)
+
+
+def test_solutions_printed_open_without_controls(visit):
+    pages = [p for p in book_pages() if 'class="solution' in (HTML / p).read_text(encoding="utf-8")]
+    assert pages, "no page has an exercise solution"
+    problems = []
+    for page_path in pages:
+        v = visit(page_path)
+        v.page.emulate_media(media="print")
+        v.page.wait_for_timeout(100)
+        for i, solution in enumerate(v.page.locator("div.solution").all()):
+            body = solution.locator(".admonition-title ~ *")
+            if not body.count() or not all(part.is_visible() for part in body.all()):
+                problems.append(f"{page_path}: solution {i + 1} is not printed open")
+            if solution.locator("button.toggle-button").is_visible():
+                problems.append(f"{page_path}: solution {i + 1} prints its toggle button")
+        for kind, selector in (("widget controls", ".precomputed-controls"),
+                               ("collapsed code", "details.hide.above-input")):
+            shown = [el for el in v.page.locator(selector).all() if el.is_visible()]
+            if shown:
+                problems.append(f"{page_path}: {len(shown)} {kind} printed")
+        v.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_one_search_box_and_no_bar_above_the_page(visit, server):
+    for viewport in (DESKTOP, PHONE):
+        v = visit("intro.html", viewport)
+        header = v.page.evaluate("() => { const h = document.querySelector('#pst-header');"
+                                 " return h ? h.getBoundingClientRect().height : 0; }")
+        assert header == 0, f"a bar {header} px high sits above the page at {viewport['width']} px"
+        boxes = [b for b in v.page.locator(".search-button__button").all() if b.is_visible()]
+        assert len(boxes) == 1, f"{len(boxes)} search boxes shown at {viewport['width']} px"
+        boxes[0].click()
+        field = v.page.locator("#pst-search-dialog input[name=q]")
+        field.fill("softmax")
+        field.press("Enter")
+        v.page.wait_for_url("**/search.html?q=softmax*")
+        v.page.wait_for_selector("#search-results li", timeout=15_000)
+        v.close()
+
+
+def test_search_finds_what_chapters_teach_not_their_plotting_code(visit):
+    """Every page that "rotation" finds says it in its text, not only in hidden plotting code."""
+    v = visit("search.html?q=rotation")
+    v.page.wait_for_selector("#search-results li", timeout=15_000)
+    v.page.wait_for_function("() => !document.querySelector('#search-results').classList.contains('loading')"
+                             " && document.querySelector('.search-summary')", timeout=15_000)
+    v.page.wait_for_timeout(1500)  # excerpts are fetched page by page
+    results = v.page.evaluate("""() => Array.from(document.querySelectorAll('#search-results li')).map(li => ({
+        href: li.querySelector('a').getAttribute('href'),
+        excerpt: (li.querySelector('.context') || {}).textContent || ''}))""")
+    assert results, "searching 'rotation' found nothing"
+    found = sorted({unquote(urlsplit(r["href"]).path) for r in results})
+    assert any("08_rotation_proof" in page for page in found), found
+    only_in_hidden_code = []
+    for page in found:
+        parser = _TextWithoutHiddenCode()
+        parser.feed((HTML / page).read_text(encoding="utf-8"))
+        if "rotat" not in " ".join(parser.text).lower():
+            only_in_hidden_code.append(page)
+    assert not only_in_hidden_code, f"'rotation' finds pages only through hidden plotting code: {only_in_hidden_code}"
+    raw_tex = [r["excerpt"][:120] for r in results if re.search(r"\\[a-zA-Z]+|\\[()\[\]]", r["excerpt"])]
+    assert not raw_tex, "search excerpts show raw LaTeX:\n" + "\n".join(raw_tex)
+
+
+class _TextWithoutHiddenCode(HTMLParser):
+    """The article's text, less the cells kept out of search (class ``no-search``) and scripts."""
+
+    VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "source", "col", "area", "base", "embed"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.stack: list[bool] = []  # per open element: inside a skipped element?
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skipped = bool(self.stack and self.stack[-1]) or "no-search" in classes or tag in {"script", "style"}
+        self.stack.append(skipped)
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if not (self.stack and self.stack[-1]):
+            self.text.append(data)
+
+
+def test_search_index_leaves_out_hidden_plotting_code():
+    """A word that a page has only inside hidden plotting code is not indexed for that page."""
+    from sphinx.search.en import SearchEnglish
+
+    index_js = (HTML / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(index_js[index_js.index("(") + 1: index_js.rindex(")")])
+    stem = SearchEnglish({}).stem
+    leaks = []
+    for doc_id, docname in enumerate(index["docnames"]):
+        page = HTML / f"{docname}.html"
+        html = page.read_text(encoding="utf-8")
+        if "no-search" not in html:
+            continue
+        hidden, shown = _TextOfHiddenCode(), _TextWithoutHiddenCode()
+        hidden.feed(html)
+        shown.feed(html)
+        shown_words = {stem(w).lower() for w in re.findall(r"\w+", " ".join(shown.text))}
+        for word in sorted(set(re.findall(r"[A-Za-z_]{4,}", " ".join(hidden.text)))):
+            key = stem(word).lower()
+            pages = index["terms"].get(key, [])
+            pages = pages if isinstance(pages, list) else [pages]
+            if doc_id in pages and key not in shown_words:
+                leaks.append(f"{docname}: {word!r}")
+    assert not leaks, "words indexed only through hidden plotting code:\n" + "\n".join(leaks[:40])
+
+
+class _TextOfHiddenCode(_TextWithoutHiddenCode):
+    """Only the text inside elements of class ``no-search``."""
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        self.stack.append(bool(self.stack and self.stack[-1]) or "no-search" in classes)
+
+    def handle_data(self, data):
+        if self.stack and self.stack[-1]:
+            self.text.append(data)
+
+
+def test_pages_load_only_what_they_use(visit):
+    heavy, needless = [], []
+    for page_path in book_pages() + ["search.html"]:
+        v = visit(page_path)
+        for path in v.loaded:
+            if any(path.startswith(p) for p in NEVER_LOADED) or (
+                    path.endswith("/searchindex.js") and page_path != "search.html"):
+                needless.append(f"{page_path}: {path}")
+        sent = v.page.evaluate("() => performance.getEntriesByType('navigation')"
+                               ".concat(performance.getEntriesByType('resource'))"
+                               ".reduce((total, e) => total + e.transferSize, 0)")
+        if sent > PAGE_BUDGET:
+            heavy.append(f"{page_path}: {sent / 1e6:.1f} MB")
+        v.close()
+    assert not needless, "pages load what they do not use:\n" + "\n".join(needless)
+    assert not heavy, f"pages that send more than {PAGE_BUDGET / 1e6:.0f} MB:\n" + "\n".join(heavy)
+
+
+def test_large_files_are_sent_compressed(visit):
+    v = visit(_chapter("14"))
+    sent = v.page.evaluate("""() => performance.getEntriesByType('resource')
+        .filter(e => e.name.endsWith('embed-amd.js') || e.name.includes('/mathjax/input/tex.js'))
+        .map(e => [e.name, e.transferSize, e.decodedBodySize])""")
+    assert sent, "chapter 14 loads neither the widget manager nor MathJax"
+    for name, transferred, decoded in sent:
+        assert transferred < decoded / 2, f"{name} sent uncompressed: {transferred} of {decoded} bytes"
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
+def test_screenshots(visit, viewport):
+    """Full-page screenshots of four chapters, to look at: test-artifacts/NN_name-WIDTH.png."""
     ARTIFACTS.mkdir(exist_ok=True)
-    chapters = [p for p in book_pages() if p.startswith("chapters/")]
-    assert chapters
-    page_path = PROOF_PAGE if PROOF_PAGE in chapters else chapters[0]
-    v = visit(page_path)
-    target = ARTIFACTS / (Path(page_path).stem + ".png")
-    v.page.screenshot(path=str(target), full_page=False)
-    assert target.stat().st_size > 10_000
+    for number in SCREENSHOT_CHAPTERS:
+        page_path = _chapter(number)
+        v = visit(page_path, viewport)
+        _show_widgets(v)
+        v.page.evaluate("() => window.scrollTo(0, 0)")
+        target = ARTIFACTS / f"{Path(page_path).stem}-{viewport['width']}.png"
+        v.page.screenshot(path=str(target), full_page=True)
+        assert target.stat().st_size > 10_000
+        v.close()
