@@ -85,6 +85,18 @@ def test_an_eos_ranked_below_the_beam_does_not_finish_a_hypothesis():
     assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=2.0).tolist() == [[A, C, EOS]]
 
 
+def test_beam_search_goes_on_while_a_live_hypothesis_can_still_win():
+    # two hypotheses end by step 2 ("<eos>" and "A <eos>"), but the live "A C" goes on to
+    # "A C D <eos>" at no further cost, and with alpha = 2 its normalised score is the best:
+    # log 0.275 / ((5 + 4) / 6)**2 = -0.574 against log 0.45 / 1 = -0.799
+    stub = MarkovStub({BOS: {A: 0.55, EOS: 0.45}, A: {EOS: 0.5, C: 0.5}, C: {D: 1.0}, D: {EOS: 1.0}})
+    out, score = beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=2.0, return_scores=True)
+    assert out.tolist() == [[A, C, D, EOS]]
+    torch.testing.assert_close(score, torch.tensor([math.log(0.275) / length_penalty(4, 2.0)]))
+    # without normalisation nothing live can beat "<eos>" (log 0.45) after step 2
+    assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=0.0).tolist() == [[EOS]]
+
+
 def test_beam_width_one_equals_greedy_on_a_transformer():
     torch.manual_seed(0)
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)).eval()

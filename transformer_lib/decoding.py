@@ -198,12 +198,16 @@ def _beam_one(model, memory, src_mask, max_len, beam_size, alpha, bos_id, eos_id
                 live_scores.append(score)
             if len(live) == beam_size:
                 break
-        if len(finished) >= beam_size or not live:
+        if not live:
+            break
+        # 4) stop once no live hypothesis can still win: log-probabilities only fall, so the
+        # best a live one can reach is its score now, normalised at the longest length
+        if finished and max(live_scores) / length_penalty(max_len, alpha) <= max(f[0] for f in finished):
             break
         beams = torch.stack(live)  # (live, t + 1)
         beam_scores = torch.tensor(live_scores, device=device)
     else:
-        # 4) out of length: the live hypotheses compete as they are
+        # 5) out of length: the live hypotheses compete as they are
         for tokens, score in zip(beams[:, 1:].tolist(), beam_scores.tolist()):
             finished.append((score / length_penalty(len(tokens), alpha), tokens))
     best_score, best_tokens = max(finished, key=lambda f: f[0])
