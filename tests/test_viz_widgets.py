@@ -313,3 +313,10 @@ class TestPrecomputedInteract:
         fig = render_figure(2, "red")
         png = tl_widgets.figure_to_png(fig, dpi=30)
         assert png.startswith(b"\x89PNG") and not plt.fignum_exists(fig.number)
+
+
+def test_a_precomputed_widget_prints_as_one_short_line():
+    box = tl_widgets.precomputed_interact(lambda n: f"<b>{n}</b>", {"n": [1, 2, 3]})
+    text = box._repr_mimebundle_()["text/plain"]
+    assert text == "<precomputed widget: n; 3 views>"
+    assert isinstance(box, widgets.VBox)

@@ -112,6 +112,20 @@ def _leaf(output: bytes | str) -> widgets.Widget:
     return widgets.HTML(value=output)
 
 
+class PrecomputedInteract(widgets.VBox):
+    """What :func:`precomputed_interact` returns: a ``VBox`` whose plain-text form is one short line.
+
+    A notebook saved without widget state (or shown where widgets do not render) prints
+    that line instead of a long ``VBox(children=(HTML(...``.
+    """
+
+    def __repr__(self) -> str:
+        frames = getattr(self, "frames", None)
+        if frames is None:
+            return "<precomputed widget>"
+        return f"<precomputed widget: {', '.join(frames.names)}; {len(frames.outputs)} views>"
+
+
 def precomputed_interact(
     render: Callable[..., Rendered],
     controls: Mapping[str, Sequence[Any]],
@@ -160,7 +174,7 @@ def precomputed_interact(
     controls_box = widgets.HBox(inputs, layout=widgets.Layout(flex_flow="row wrap"))
     controls_box.add_class("precomputed-controls")  # styled (and left out of print) by the book
     parts += [controls_box, build(0, ())]
-    box = widgets.VBox(parts)
+    box = PrecomputedInteract(parts)
     box.add_class("precomputed-interact")
     box.frames = frames
     return box
