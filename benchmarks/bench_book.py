@@ -120,7 +120,13 @@ def page_weight(html: Path, pages: list[str] | None = None) -> list[dict]:
             page.on("response", record)
             page.goto(f"{base}/{page_path}", wait_until="networkidle")
             page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-            page.wait_for_timeout(500)  # fonts requested by the typeset maths
+            # what a reader scrolling through loads too: the fonts of the typeset maths and of
+            # the widgets, once drawn
+            page.evaluate("async () => { for (const w of document.querySelectorAll('.precomputed-interact'))"
+                          " { w.scrollIntoView(); await new Promise(r => setTimeout(r, 50)); }"
+                          " await document.fonts.ready; }")
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(500)
             context.close()
             row = {"page": page_path} | {column: 0.0 for column in COLUMNS}
             for kind, stored, _ in seen.values():
