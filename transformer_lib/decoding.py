@@ -129,9 +129,11 @@ def beam_search(
 
     Every step extends each of the ``beam_size`` live hypotheses by every token and keeps
     the best ``beam_size`` continuations by total log-probability. A continuation that
-    ends in ``<eos>`` among the top ``beam_size`` is finished; search stops when
-    ``beam_size`` hypotheses have finished (or at ``max_len``). The answer is the
-    finished hypothesis with the best ``log P(Y) / lp(|Y|)`` (see :func:`length_penalty`).
+    ends in ``<eos>`` among the top ``beam_size`` is finished and leaves the beam. Search
+    stops when no live hypothesis can still beat the best finished one (log-probabilities
+    only fall, so a live one can at best keep its score, normalised at ``max_len``), or at
+    ``max_len``. The answer is the finished hypothesis with the best ``log P(Y) / lp(|Y|)``
+    (see :func:`length_penalty`, Wu et al. 2016's normalisation).
     With ``beam_size=1`` this is exactly :func:`greedy_decode` (unless two tokens tie
     exactly, where the two may break the tie differently).
 
