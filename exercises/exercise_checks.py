@@ -32,6 +32,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from typing import Any
@@ -261,6 +262,8 @@ def call(name: str, fn: Any, *args: Any, error_hint: str = "", **kwargs: Any) ->
     """Run the answer ``name`` (the student's ``fn``) on copies of the inputs; return plain arrays.
 
     Raises AssertionError with a readable message when ``fn`` is missing, raises, or returns None.
+    When it raises, the message ends with a hint: for numpy's broadcasting error after a reduction
+    that lost its axis, how ``keepdims=True`` fixes it; otherwise ``error_hint``, if given.
     """
     if isinstance(fn, Replay):
         out = fn.lookup(fingerprint(name, args, kwargs))
@@ -274,7 +277,8 @@ def call(name: str, fn: Any, *args: Any, error_hint: str = "", **kwargs: Any) ->
             raw = fn(*_copy(args), **_copy(kwargs))
         except Exception as e:
             message = f"{name} raised {type(e).__name__}: {e}"
-            raise AssertionError(message + (f"\nHint: {error_hint}" if error_hint else "")) from None
+            hint = _keepdims_hint(e) or error_hint
+            raise AssertionError(message + (f"\nHint: {hint}" if hint else "")) from None
         out = to_plain(raw)
         if key is not None:
             # In the grading kernel the library is not there: record the answer and stop this
@@ -289,6 +293,37 @@ def call(name: str, fn: Any, *args: Any, error_hint: str = "", **kwargs: Any) ->
     if _has_placeholder(out):
         raise AssertionError(f"{name} returned `...`: replace the `...` placeholders with your code")
     return out
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _keepdims_hint(e: Exception) -> str:
+    """Explain numpy's broadcasting error when it comes from a reduction that lost its axis.
+
+    ``x / x.sum(axis=-1)`` for ``x`` of shape (3, 4) fails with "operands could not be broadcast
+    together with shapes (3,4) (3,)": the second shape is the first with one axis reduced away.
+    """
+    text = str(e)
+    if not isinstance(e, ValueError) or "could not be broadcast together with shapes" not in text:
+        return ""
+    found = re.findall(r"\(([\d,\s]*)\)", text.split("with shapes", 1)[1])
+    shapes = [tuple(int(n) for n in f.replace(" ", "").split(",") if n) for f in found]
+    for full in shapes:
+        for part in shapes:
+            for axis in range(len(full)):
+                if len(full) > 1 and part == full[:axis] + full[axis + 1:]:
+                    kept = full[:axis] + (1,) + full[axis + 1:]
+                    return (
+                        f"an array of shape {_shape_text(full)} was combined with one of shape "
+                        f"{_shape_text(part)}, the same shape with axis {axis} reduced away. A reduction such as "
+                        f".max(axis=...) or .sum(axis=...) drops its axis, and numpy then lines the shapes up "
+                        f"from the right, so they do not fit (or, for a square array, fit the wrong way). Pass "
+                        f"keepdims=True to the max and the sum: the result has shape {_shape_text(kept)} and "
+                        "broadcasts along the reduced axis"
+                    )
+    return ""
 
 
 def _has_placeholder(out: Any) -> bool:
@@ -343,12 +378,15 @@ def expect_array(
     atol: float = ATOL,
     exact: bool = False,
     fallback_hint: str = "",
+    plural: bool = False,
 ) -> None:
     """Assert that ``got`` equals ``want``; otherwise explain the difference.
 
     ``mistakes`` maps an explanation to a function computing what that mistake would return;
     the first one equal to the answer is named in the message, else ``fallback_hint`` if given.
+    ``plural`` says that ``what`` is a plural noun ("the attention weights"), for the verbs.
     """
+    has, does, contains, is_ = ("have", "do", "contain", "are") if plural else ("has", "does", "contains", "is")
     want = _asarray(want)
     if isinstance(got, tuple):
         raise AssertionError(f"{what} should be one array of shape {want.shape}, but it is a tuple of {len(got)}")
@@ -356,7 +394,7 @@ def expect_array(
         raise AssertionError(f"{what} should be an array of numbers, but it is {got!r}")
     got = _asarray(got)
     if got.shape != want.shape:
-        message = f"{what} has shape {got.shape}, expected {want.shape}"
+        message = f"{what} {has} shape {got.shape}, expected {want.shape}"
         if got.ndim == want.ndim and got.shape == want.shape[::-1]:
             message += " (the axes are swapped)"
         raise AssertionError(message + _mistake_note(got, mistakes))
@@ -367,7 +405,7 @@ def expect_array(
         if not bool((got == want).all()):
             wrong = np.argwhere(got != want)
             raise AssertionError(
-                f"{what} is wrong at {len(wrong)} of {got.size} entries, first at index "
+                f"{what} {is_} wrong at {len(wrong)} of {got.size} entries, first at index "
                 f"{tuple(int(i) for i in wrong[0])}\ngot:\n{_fmt(got)}\nexpected:\n{_fmt(want)}"
                 + _mistake_note(got, mistakes)
             )
@@ -377,7 +415,7 @@ def expect_array(
     finite_expected = bool(_isfinite(want).all())
     if finite_expected and not bool(_isfinite(got).all()):
         kind = "NaN" if bool(_isnan(got).any()) else "inf"
-        raise AssertionError(f"{what} contains {kind}" + (f": {nan_hint}" if nan_hint else "")
+        raise AssertionError(f"{what} {contains} {kind}" + (f": {nan_hint}" if nan_hint else "")
                              + _mistake_note(got, mistakes))
     if exact:
         ok = bool((got == want).all())
@@ -390,7 +428,7 @@ def expect_array(
     where = _unravel_index(int(_argmax(diff)), diff.shape) if diff.ndim else ()
     idx = tuple(int(i) for i in where)
     message = (
-        f"{what} does not match the expected values: the largest difference is at index {idx} "
+        f"{what} {does} not match the expected values: the largest difference is at index {idx} "
         f"(got {g[idx]:.6g}, expected {w[idx]:.6g})"
     )
     if got.size <= 40:
@@ -414,6 +452,25 @@ def expect_tuple(got: Any, n: int, what: str, names: str) -> tuple:
         kind = f"a tuple of {len(got)}" if isinstance(got, tuple) else "a single value"
         raise AssertionError(f"{what} should return a tuple {names}, but it returned {kind}")
     return got
+
+
+def expect_order(got: tuple, want: tuple, what: str, names: str) -> None:
+    """Say so when a pair was returned the wrong way round, e.g. ``(weights, output)``.
+
+    Recognised by the shapes (each value has the shape of the other one) or, when the two shapes
+    are equal, by the values (the pair reversed equals the expected pair).
+    """
+    swapped = tuple(reversed(want))
+    shapes = tuple(getattr(g, "shape", None) for g in got)
+    wanted = tuple(_asarray(w).shape for w in want)
+    if wanted[0] != wanted[1] and shapes == wanted[::-1]:
+        reason = f"the first value has the shape of the second, {wanted[1]}, and the second that of the first"
+    elif _matches(got, lambda: swapped):
+        reason = "they hold the right values, the wrong way round"
+    else:
+        return
+    raise AssertionError(f"{what} returned its two values in the wrong order: {reason}. Return them in the "
+                         f"order {names}")
 
 
 def _sum_hint(got: Any, axis: int, shape: tuple) -> str:
@@ -490,6 +547,19 @@ def check_softmax(softmax: Any, x: Any, axis: int | None = None) -> None:
     mistakes["the maximum was subtracted over the whole array, not per slice along the axis: "
              "slices far below the global maximum underflow to 0/0"] = lambda: _naive_softmax(x - x.max(), axis_)
     mistakes["the exponentials were not divided by their sum"] = lambda: np.exp(x - x.max(axis=axis_, keepdims=True))
+    if x.ndim > 1:  # without keepdims a reduction lines up with the last axis (a square array shows no error)
+        def lost_axis(max_keeps: bool | None, sum_keeps: bool) -> np.ndarray:
+            e = np.exp(x if max_keeps is None else x - x.max(axis=axis_, keepdims=max_keeps))
+            return e / e.sum(axis=axis_, keepdims=sum_keeps)
+
+        for parts, max_keeps, sum_keeps in (("the maximum and the sum were", False, False),
+                                            ("the sum was", True, False), ("the maximum was", False, True),
+                                            ("the sum was", None, False)):
+            mistakes[f"{parts} taken without keepdims=True: the reduced array has lost axis {axis_}, so numpy "
+                     "lines it up with the last axis and each entry is combined with another slice's maximum or "
+                     "sum (for a square array there is no error, only wrong values); pass keepdims=True"
+                     + ("" if max_keeps is not None else ", and subtract the maximum first")] = (
+                lambda m=max_keeps, k=sum_keeps: lost_axis(m, k))
     if x.shape and x.shape[axis_] > 0 and not bool(np.isinf(x).any()):
         with np.errstate(all="ignore"):
             naive = _naive_softmax(x, axis_)
@@ -513,11 +583,11 @@ def check_cosine_attention(cosine_attention: Any, X: Any) -> None:
     got = expect_tuple(call("cosine_attention", cosine_attention, X), 2, "cosine_attention(X)", "(Z, weights)")
     Z_want, w_want = tl.cosine_attention(X)
     cos = tl.cosine_similarity(X)
+    expect_order(got, (Z_want, w_want), "cosine_attention(X)", "(Z, weights)")
     w_got = got[1]
-    if isinstance(w_got, _ndarray) and w_got.shape == (X.shape[0], X.shape[1]) != w_want.shape:
-        raise AssertionError("the second value should be the (n, n) weights; return (Z, weights) in that order")
     expect_array(
         w_got, w_want, "the weights returned by cosine_attention(X)", fallback_hint=_sum_hint(w_got, -1, w_want.shape),
+        plural=True,
         mistakes={
             "the weights use dot products X @ X.T; use cosine similarities, so long vectors do not "
             "dominate": lambda: _softmax(X @ X.T),
@@ -575,8 +645,10 @@ def check_attention_scores(attention_scores: Any, Q: Any, K: Any) -> None:
         mistakes={
             "the scores are not scaled; divide by sqrt(d_k)": lambda: raw,
             "the scores were divided by d_k; divide by its square root, sqrt(d_k)": lambda: raw / d_k,
-            "the scale uses the wrong dimension; d_k is the last axis of Q (Q.shape[-1])": lambda: raw / math.sqrt(
-                Q.shape[-2]),
+            "the scale uses the number of keys k_len (K.shape[-2]); d_k is the width of each query and key, "
+            "the last axis (Q.shape[-1])": lambda: raw / math.sqrt(K.shape[-2]),
+            "the scale uses the number of queries (Q.shape[-2]); d_k is the width of each query and key, the "
+            "last axis (Q.shape[-1])": lambda: raw / math.sqrt(Q.shape[-2]),
             "the scores were multiplied by sqrt(d_k); divide instead": lambda: raw * math.sqrt(d_k),
         },
     )
@@ -629,12 +701,23 @@ def check_masked_attention(masked_attention: Any, Q: Any, K: Any, V: Any, mask: 
         out = call("masked_attention", masked_attention, Q, K, V, mask, error_hint=_MATMUL_HINT)
     got = expect_tuple(out, 2, "masked_attention(Q, K, V, mask)", "(output, weights)")
     want_out, want_w = _masked_reference(Q, K, V, mask)
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
-    mistakes: dict[str, Callable[[], Any]] = {
+    expect_order(got, (want_out, want_w), "masked_attention(Q, K, V, mask)", "(output, weights)")
+    d_k, k_len = Q.shape[-1], K.shape[-2]
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)
+    mistakes: dict[str, Callable[[], Any]] = {}
+    if mask is not None:
+        mistakes["the mask was ignored: these are the weights of attention without any mask. Where mask is "
+                 "False, set the score to -inf before the softmax (np.where(mask, scores, -np.inf))"] = (
+            lambda: tl.attention(Q, K, V)[1])
+    mistakes.update({
         "the scores are not scaled by 1/sqrt(d_k)": lambda: tl.attention(Q, K, V, mask=mask, scale=False)[1],
+        "the scores were divided by d_k; divide by its square root, sqrt(d_k)": lambda: tl.attention(
+            Q, K, V, mask=mask, scale=float(d_k))[1],
+        "the scale uses the number of keys k_len (K.shape[-2]); d_k is the width of each query and key, the "
+        "last axis (Q.shape[-1])": lambda: tl.attention(Q, K, V, mask=mask, scale=math.sqrt(k_len))[1],
         "the softmax normalised over the queries (axis -2); each query's weights (last axis) sum to 1": lambda: (
             _softmax(np.where(mask, scores, -np.inf) if mask is not None else scores, -2)),
-    }
+    })
     empty_rows = False
     if mask is not None:
         full = np.broadcast_to(mask, scores.shape)
@@ -654,7 +737,7 @@ def check_masked_attention(masked_attention: Any, Q: Any, K: Any, V: Any, mask: 
         "output (softmax of an all -inf row is 0/0)" if empty_rows else
         "-inf scores should get weight exactly 0; a NaN means 0/0 or inf - inf"
     )
-    expect_array(got[1], want_w, "the attention weights", mistakes=mistakes, nan_hint=nan_hint)
+    expect_array(got[1], want_w, "the attention weights", mistakes=mistakes, nan_hint=nan_hint, plural=True)
     expect_array(got[0], want_out, "the attention output", nan_hint=nan_hint, mistakes={
         "output = weights.T @ V; use weights @ V": lambda: np.swapaxes(want_w, -1, -2) @ V,
     })
@@ -670,6 +753,9 @@ def check_decoder_mask(decoder_mask: Any, tokens: Any, pad_id: int) -> None:
         got, causal[None] & keep, f"decoder_mask(tokens, pad_id={pad_id})",
         mistakes={
             "the masks were combined with `or`; a key must be both earlier and not padding (&)": lambda: causal | keep,
+            # before "only the causal part": without a token 0 a hard-coded 0 hides no key either
+            f"the padding keys are not hidden: the pad id is hard-coded as 0, compare the tokens with pad_id="
+            f"{pad_id}": lambda: causal[None] & (tokens != 0)[:, None, :],
             "only the causal part is there; also hide the padding keys": lambda: np.broadcast_to(
                 causal, (tokens.shape[0], seq, seq)),
             "only the padding part is there; also hide future positions": lambda: np.broadcast_to(
@@ -730,7 +816,7 @@ def _torch_mha(params: dict, d_model: int, num_heads: int) -> Any:
     return mha
 
 
-def _mha_reference(query, key, value, params, num_heads, mask=None, scale_dim=None, skip_out=False):
+def _mha_reference(query, key, value, params, num_heads, mask=None, scale_dim=None, skip_out=False, swap_kv=False):
     """numpy multi-head attention with optional deliberate mistakes (for hints)."""
     b, q_len, d_model = query.shape
     k_len = key.shape[1]
@@ -742,6 +828,8 @@ def _mha_reference(query, key, value, params, num_heads, mask=None, scale_dim=No
     q = split(query @ params["W_q"] + params["b_q"], q_len)
     k = split(key @ params["W_k"] + params["b_k"], k_len)
     v = split(value @ params["W_v"] + params["b_v"], k_len)
+    if swap_kv:
+        k, v = v, k
     out, w = tl.attention(q, k, v, mask=mask, scale=math.sqrt(scale_dim or d_k))
     out = out.transpose(0, 2, 1, 3).reshape(b, q_len, d_model)
     return (out if skip_out else out @ params["W_o"] + params["b_o"]), w
@@ -762,24 +850,67 @@ def check_multi_head_attention(multi_head_attention: Any, query: Any, key: Any, 
         t_mask = None if mask is None else torch.from_numpy(np.asarray(mask, dtype=bool))
         want_out = mha(torch.from_numpy(query), torch.from_numpy(key), torch.from_numpy(value), mask=t_mask)
     want_out, want_w = want_out.numpy(), mha.attention_weights.numpy()
+    expect_order(got, (want_out, want_w), "multi_head_attention(...)", "(output, weights)")
     mistakes = {
         "each head's scores were divided by sqrt(d_model); a head works in d_k = d_model / num_heads "
         "dimensions, so divide by sqrt(d_k)": lambda: _mha_reference(query, key, value, params, num_heads, mask,
                                                                      scale_dim=d_model),
         "the output projection W_o (and b_o) is missing after concatenating the heads": lambda: _mha_reference(
             query, key, value, params, num_heads, mask, skip_out=True),
+        "each head's scores were divided by sqrt(k_len), the number of keys (key.shape[1]); divide by "
+        "sqrt(d_k), the width of each head's queries and keys, d_k = d_model / num_heads": lambda: _mha_reference(
+            query, key, value, params, num_heads, mask, scale_dim=key.shape[1]),
         "keys and values are swapped: scores come from the keys, the weighted sum from the values": lambda: (
             _mha_reference(query, value, key, params, num_heads, mask)),
+        "the projected keys and values were swapped: the scores compare the queries with the projected keys "
+        "(key @ W_k + b_k), and the weighted sum is over the projected values (value @ W_v + b_v)": lambda: (
+            _mha_reference(query, key, value, params, num_heads, mask, swap_kv=True)),
     }
     if isinstance(got[1], _ndarray) and got[1].shape != want_w.shape:
         raise AssertionError(
             f"the weights have shape {got[1].shape}; return every head's weights, shape "
-            f"(batch, num_heads, q_len, k_len) = {want_w.shape}"
+            f"(batch, num_heads, q_len, k_len) = {want_w.shape}: " + _heads_axes_note(got[1], want_w)
         )
-    expect_array(got[1], want_w, "the attention weights of multi_head_attention",
+    expect_array(got[1], want_w, "the attention weights of multi_head_attention", plural=True,
                  mistakes={k: (lambda f=f: f()[1]) for k, f in mistakes.items()})
     expect_array(got[0], want_out, "the output of multi_head_attention",
                  mistakes={k: (lambda f=f: f()[0]) for k, f in mistakes.items()})
+
+
+def _heads_axes_note(got: np.ndarray, want: np.ndarray) -> str:
+    """Which axis of multi-head weights is wrong: batch, heads (or the two query and key axes)."""
+    names = ("batch", "heads", "q_len", "k_len")
+    b, h, q, k = want.shape
+    shape = got.shape
+    if got.ndim == 4:
+        wrong = [i for i in range(4) if shape[i] != want.shape[i]]
+        if sorted(shape) == sorted(want.shape):
+            return (f"the axes are in the wrong order ({', '.join(names[i] for i in wrong)} out of place); "
+                    "transpose them to (batch, num_heads, q_len, k_len)")
+        return "; ".join(f"axis {i} ({names[i]}) has length {shape[i]}, expected {want.shape[i]}" for i in wrong)
+    if got.ndim == 3:
+        heads_gone = shape == (b, q, k)
+        batch_gone = shape == (h, q, k)
+        if heads_gone and batch_gone:  # batch == num_heads: tell them apart by the values
+            if any(_matches(got, lambda i=i: want[i]) for i in range(b)):
+                heads_gone = False
+            elif any(_matches(got, lambda i=i: want[:, i]) for i in range(h)) or _matches(got, lambda: want.mean(1)):
+                batch_gone = False
+        if heads_gone and not batch_gone:
+            return ("the heads axis (axis 1) is missing: these are the weights of one head, or of the heads "
+                    "averaged or merged; return the weights of every head, before they are combined")
+        if batch_gone and not heads_gone:
+            return ("the batch axis (axis 0) is missing: these are the weights of one sequence of the batch; "
+                    "keep the batch axis first")
+        if heads_gone:
+            return (f"one axis is missing, the batch or the heads (both have length {b}); keep both, batch "
+                    "first, then heads")
+        if shape == (b * h, q, k):
+            return (f"the batch and heads axes were merged into one of length {b * h}; keep them apart, "
+                    "for example with reshape(batch, num_heads, q_len, k_len)")
+    if shape == (q, k):
+        return "both the batch axis and the heads axis are missing"
+    return "keep the weights of every head of every sequence, before merging the heads"
 
 
 def check_count_parameters(count_parameters: Any, d_model: int, num_heads: int) -> None:

@@ -14,6 +14,7 @@ import csv
 import hashlib
 import importlib.util
 import json
+import re
 import shutil
 import sys
 import time
@@ -620,9 +621,9 @@ def test_seconds_per_submission_are_recorded(graded):
 # --------------------------------------------------------------------------------------------
 
 NAIVE_ANSWERS = {
-    "softmax without subtracting the maximum": ("01_softmax_cosine", "q2", "softmax", """
+    "softmax that subtracts one maximum for the whole array": ("01_softmax_cosine", "q2", "softmax", """
 def softmax(x, axis=-1):
-    e = np.exp(x)
+    e = np.exp(x - np.max(x))
     return e / e.sum(axis=axis, keepdims=True)
 """),
     "cosine similarity that divides by a zero norm": ("01_softmax_cosine", "q1", "cosine_similarity", """
@@ -630,18 +631,28 @@ def cosine_similarity(A, B=None):
     B = A if B is None else B
     return (A / np.linalg.norm(A, axis=1, keepdims=True)) @ (B / np.linalg.norm(B, axis=1, keepdims=True)).T
 """),
-    "scores with K.T, which only works without batch axes": ("02_masked_attention", "q1", "attention_scores", """
+    "scores that transpose K for two or four axes only": ("02_masked_attention", "q1", "attention_scores", """
 def attention_scores(Q, K):
-    return Q @ K.T / np.sqrt(Q.shape[-1])
+    K_T = np.transpose(K, (0, 1, 3, 2)) if K.ndim == 4 else K.T
+    return Q @ K_T / np.sqrt(Q.shape[-1])
 """),
-    "masked attention that leaves fully masked rows as nan": ("02_masked_attention", "q4", "masked_attention", """
+    "masked attention whose softmax does not subtract the maximum": (
+        "02_masked_attention", "q4", "masked_attention", """
 def masked_attention(Q, K, V, mask=None):
     scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = e / e.sum(axis=-1, keepdims=True)
+    e = np.exp(scores)
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
     return weights @ V, weights
+"""),
+    "decoder mask that assumes the padding is at the end": ("02_masked_attention", "q5", "decoder_mask", """
+def decoder_mask(tokens, pad_id):
+    seq = tokens.shape[1]
+    lengths = (tokens != pad_id).sum(axis=1)
+    keep = np.arange(seq)[None, :] < lengths[:, None]
+    return np.tril(np.ones((seq, seq), dtype=bool))[None] & keep[:, None, :]
 """),
     "multi-head attention that takes the values from the keys": ("03_multi_head", "q3", "multi_head_attention", """
 def multi_head_attention(query, key, value, params, num_heads, mask=None):
@@ -681,12 +692,10 @@ def greedy_decode(next_token_logits, bos_id, eos_id, max_len):
 }
 
 
-@pytest.mark.parametrize("mistake", sorted(NAIVE_ANSWERS))
-def test_hidden_tests_catch_what_the_public_ones_let_through(release, mistake, monkeypatch):
-    """Each naive answer passes every public test of its question and fails a hidden one."""
+def _run_question(release: Path, set_name: str, question: str, answer: str, source: str, monkeypatch) -> tuple:
+    """Run a question's released tests (public and hidden) on an answer; its (public, hidden) results."""
     from otter.test_files import ExceptionTestFile
 
-    set_name, question, answer, source = NAIVE_ANSWERS[mistake]
     info = grade_tool.load_release(release)[set_name]
     namespace: dict = {"np": np}
     exec(source, namespace)
@@ -696,5 +705,159 @@ def test_hidden_tests_catch_what_the_public_ones_let_through(release, mistake, m
         tests.run({answer: namespace[answer]})
     public = [r for r in tests.test_case_results if not r.test_case.hidden]
     hidden = [r for r in tests.test_case_results if r.test_case.hidden]
+    return public, hidden
+
+
+@pytest.mark.parametrize("mistake", sorted(NAIVE_ANSWERS))
+def test_hidden_tests_catch_what_the_public_ones_let_through(release, mistake, monkeypatch):
+    """Each naive answer passes every public test of its question and fails a hidden one."""
+    public, hidden = _run_question(release, *NAIVE_ANSWERS[mistake], monkeypatch)
     assert public and all(r.passed for r in public), [r.message for r in public if not r.passed]
     assert any(not r.passed for r in hidden)
+
+
+def test_the_public_self_check_fails_a_naive_softmax_with_the_overflow_hint(release, tmp_path, monkeypatch):
+    """What set 1 is about shows before grading: grader.check("q2") on a softmax that overflows fails, saying why."""
+    student = tmp_path / "student"
+    shutil.copytree(release / MIXED_SET / "student", student)
+    path = student / f"{MIXED_SET}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("def softmax("))
+    cell.source = "def softmax(x, axis=-1):\n" + NAIVE_SOFTMAX
+    nbformat.write(nb, path)
+    namespace, _, _ = _run_cells(path, monkeypatch)
+    monkeypatch.syspath_prepend(str(student))
+    with np.errstate(all="ignore"):
+        result = eval('grader.check("q2")', namespace)
+    text = repr(result)
+    sys.modules.pop("exercise_checks", None)
+    assert not result.passed_all and "All test cases passed" not in text, text
+    assert "np.exp overflowed" in text and "subtract the maximum" in text, text
+
+
+# --------------------------------------------------------------------------------------------
+# The public self-checks name the mistakes students make
+# --------------------------------------------------------------------------------------------
+
+_MASKED = """
+def masked_attention(Q, K, V, mask=None):
+    d_k = Q.shape[-1]
+    scores = Q @ np.swapaxes(K, -1, -2) / {scale}
+    if mask is not None and {use_mask}:
+        scores = np.where(mask, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = np.nan_to_num(e / e.sum(axis=-1, keepdims=True), nan=0.0)
+    return {returned}
+"""
+
+
+def _masked(scale: str = "np.sqrt(d_k)", use_mask: str = "True", returned: str = "weights @ V, weights") -> str:
+    return _MASKED.format(scale=scale, use_mask=use_mask, returned=returned)
+
+
+_MHA = """
+def multi_head_attention(query, key, value, params, num_heads, mask=None):
+    b, q_len, d = query.shape
+    d_k = d // num_heads
+    def split(x):
+        return x.reshape(b, x.shape[1], num_heads, d_k).transpose(0, 2, 1, 3)
+    q = split(query @ params["W_q"] + params["b_q"])
+    k = split(key @ params["W_k"] + params["b_k"])
+    v = split(value @ params["W_v"] + params["b_v"])
+    {swap}
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt({scale})
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)
+    out = (w @ v).transpose(0, 2, 1, 3).reshape(b, q_len, d) @ params["W_o"] + params["b_o"]
+    return {returned}
+"""
+
+
+def _mha(swap: str = "", scale: str = "d_k", returned: str = "out, w") -> str:
+    return _MHA.format(swap=swap, scale=scale, returned=returned)
+
+
+# mistake: (set, question, answer, source, words the message of a failing public test must hold)
+MISTAKES = {
+    "softmax with keepdims forgotten": ("01_softmax_cosine", "q2", "softmax", """
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis))
+    return e / e.sum(axis=axis)
+""", ["raised ValueError", "keepdims=True", "axis 1 reduced away"]),
+    "masked attention that ignores the mask": ("02_masked_attention", "q4", "masked_attention",
+                                                _masked(use_mask="False"), ["the mask was ignored"]),
+    "masked attention returning (weights, output)": ("02_masked_attention", "q4", "masked_attention",
+                                                     _masked(returned="weights, weights @ V"),
+                                                     ["in the wrong order", "(output, weights)"]),
+    "masked attention dividing by d_k": ("02_masked_attention", "q4", "masked_attention", _masked(scale="d_k"),
+                                         ["divided by d_k; divide by its square root"]),
+    "masked attention scaling by the number of keys": ("02_masked_attention", "q4", "masked_attention",
+                                                       _masked(scale="np.sqrt(K.shape[-2])"),
+                                                       ["the scale uses the number of keys k_len"]),
+    "masked attention with rows of nan": ("02_masked_attention", "q4", "masked_attention",
+                                          _masked().replace("np.nan_to_num(", "(").replace(", nan=0.0)", ")"),
+                                          ["the attention weights contain NaN", "nothing to attend to"]),
+    "masked attention with one key too few": ("02_masked_attention", "q4", "masked_attention",
+                                              _masked(returned="weights @ V, weights[..., 1:]"),
+                                              ["the attention weights have shape"]),
+    "masked attention with unrecognised weights": ("02_masked_attention", "q4", "masked_attention",
+                                                   _masked(returned="weights @ V, weights ** 2"),
+                                                   ["the attention weights do not match"]),
+    "scores scaled by the number of keys": ("02_masked_attention", "q1", "attention_scores", """
+def attention_scores(Q, K):
+    return Q @ np.swapaxes(K, -1, -2) / np.sqrt(K.shape[-2])
+""", ["the scale uses the number of keys k_len"]),
+    "decoder mask with the pad id hard-coded": ("02_masked_attention", "q5", "decoder_mask", """
+def decoder_mask(tokens, pad_id):
+    seq = tokens.shape[1]
+    return np.tril(np.ones((seq, seq), dtype=bool))[None] & (tokens != 0)[:, None, :]
+""", ["hard-coded as 0"]),
+    "multi-head attention with keys and values swapped after projection": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(swap="k, v = v, k"),
+        ["the projected keys and values were swapped"]),
+    "multi-head attention scaling by the number of keys": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(scale="key.shape[1]"), ["divided by sqrt(k_len)"]),
+    "multi-head attention returning (weights, output)": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(returned="w, out"), ["in the wrong order"]),
+    "multi-head attention averaging the heads' weights": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(returned="out, w.mean(axis=1)"),
+        ["the heads axis (axis 1) is missing"]),
+    "multi-head attention returning one sequence's weights": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(returned="out, w[0]"),
+        ["the batch axis (axis 0) is missing"]),
+    "multi-head attention with unrecognised weights": (
+        "03_multi_head", "q3", "multi_head_attention", _mha(returned="out, w ** 2"),
+        ["the attention weights of multi_head_attention do not match"]),
+}
+
+
+SINGULAR_VERB_AFTER_WEIGHTS = re.compile(r"weights\b[^:\n]*? (has shape|does not match|contains|is wrong)")
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_the_public_self_check_names_the_mistake(release, mistake, monkeypatch):
+    """The answer with a classic mistake fails a public test whose message names that mistake."""
+    set_name, question, answer, source, words = MISTAKES[mistake]
+    public, _ = _run_question(release, set_name, question, answer, source, monkeypatch)
+    messages = [r.message for r in public if not r.passed]
+    assert any(all(w in m for w in words) for m in messages), messages
+    singular = [m for m in messages if SINGULAR_VERB_AFTER_WEIGHTS.search(m)]
+    assert not singular, singular
+
+
+def test_a_square_softmax_without_keepdims_is_named(monkeypatch):
+    """No error from numpy for a square array: the check recognises the wrong values instead."""
+    monkeypatch.syspath_prepend(str(EXERCISES))
+    monkeypatch.delitem(sys.modules, "exercise_checks", raising=False)
+    import exercise_checks
+
+    def softmax(x, axis=-1):
+        e = np.exp(x - x.max(axis=axis))
+        return e / e.sum(axis=axis)
+
+    with pytest.raises(AssertionError, match="taken without keepdims=True"):
+        exercise_checks.check_softmax(softmax, np.random.default_rng(0).normal(size=(4, 4)))
+    sys.modules.pop("exercise_checks", None)
