@@ -28,3 +28,18 @@ def test_every_frame_differs(chapter):
 def test_every_frame_fits_the_column(chapter):
     widths = chapter.value("[int.from_bytes(png[16:20], 'big') for png in box.frames.outputs.values()]")
     assert max(widths) <= 700, widths
+
+
+def test_the_deep_post_norm_stack_is_slower_not_stuck(chapter):
+    # what the text says about runs longer than the chapter's 200 steps
+    chapter.inject(
+        "def mean_at(losses, step):\n"
+        "    return losses[step - 20:step].mean()\n"
+        "plain = train_reverse(6, False, steps=800)\n"
+        "warm = train_reverse(6, False, warmup=200, steps=800)\n"
+        "slow = train_reverse(6, False, lr=1e-3)\n"
+        "assert mean_at(plain, 400) > 1.5 and mean_at(plain, 800) < 0.05\n"
+        "assert round(mean_at(warm, 600), 2) == 0.01\n"
+        "assert round(mean_at(plain, 600), 2) == 0.92\n"
+        "assert mean_at(slow, 200) > 1.5\n"
+    )
