@@ -9,7 +9,7 @@ CHAPTER = "11_full_transformer"
 def test_every_frame_differs(chapter):
     chapter.inject(
         """
-frames = box.frames.outputs
+frames = maps_widget.frames.outputs
 assert len(frames) == 9, len(frames)  # 3 examples x 3 kinds of attention
 assert len(set(frames.values())) == len(frames)
 """
@@ -20,7 +20,7 @@ def test_every_frame_fits_the_column(chapter):
     chapter.inject(
         """
 import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in box.frames.outputs.values()]
+widths = [struct.unpack(">II", png[16:24])[0] for png in maps_widget.frames.outputs.values()]
 assert max(widths) <= 700, widths
 """
     )
