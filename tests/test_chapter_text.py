@@ -28,7 +28,7 @@ PRIVATE = re.compile(
     r"\bseeds?\s*#?\s*0\d\d\b|\bseed (?:report|notes?|text|slides?|source)s?\b|\bthe seeds?\b"
     r"|\b(?:lecture|course|tutorial) (?:slides|notes)\b|\bthe slides\b|\bprogress report\b"
     r"|\bsource (?:notes|texts?)\b|\bour sources\b|\bprivate (?:notes|sources?)\b"
-    r"|\bLiu's\b|\bMingyu\b|\bProtopapas\b|\bBerns\b|\bSeungcheol\b|\bS\. Oh\b|\bOh's\b",
+    r"|\bLiu's\b|\bMingyu\b|\bPavlos\b|\bProtopapas\b|\bBerns\b|\bSeungcheol\b|\bS\. Oh\b|\bOh's\b",
     re.IGNORECASE,
 )
 SCAFFOLD = re.compile(r"perf_counter|process_time|\.slowest\b|#\s*NBVAL_|frames\.outputs|\.frames\b")
@@ -63,7 +63,7 @@ def test_no_page_names_a_private_source():
 @pytest.mark.parametrize(
     "text",
     ["As Seed 003 says", "the seed report", "M. Liu's report", "the lecture slides", "Berns's tutorial notes",
-     "S. Oh's report", "the source notes", "our sources", "the slides show", "seed 000 gives"],
+     "S. Oh's report", "the source notes", "our sources", "the slides show", "seed 000 gives", "Pavlos spoke"],
 )
 def test_the_private_source_pattern_catches_each_known_phrase(text):
     assert PRIVATE.search(text)
