@@ -240,3 +240,22 @@ def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thr
     early, full = bars
     assert (early.n, early.total) == (2, 2) and "stopped early" in early.desc
     assert (full.n, full.total) == (5, 5) and "stopped early" not in full.desc
+
+
+def test_a_notebook_bar_that_stops_early_is_full_and_green(one_thread, monkeypatch):
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    bars = []
+
+    class Recorder(notebook_tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(tl.training, "tqdm", Recorder)
+    data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
+    train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
+          target_checks=2, progress=True)  # fmt: skip
+    widget = bars[0].container.children[1]  # the IntProgress the notebook shows
+    assert (widget.value, widget.max) == (2, 2) and widget.bar_style == "success"

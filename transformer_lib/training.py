@@ -339,6 +339,8 @@ def train(
             # end the bar at the steps taken, so a finished run does not look like a
             # broken one (a half-full bar turns red in a notebook when it closes)
             bar.total = bar.n
+            if hasattr(bar, "container"):  # a notebook bar: its widget keeps its own maximum
+                bar.container.children[1].max = bar.n
             bar.set_description("training (stopped early)")
             bar.refresh()
     finally:
