@@ -222,11 +222,12 @@ def test_train_stops_at_the_time_limit_and_checks_its_arguments(one_thread):
         train(torch.nn.Linear(2, 2), data, steps=1)
 
 
-def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thread, monkeypatch):
-    # a notebook bar closed short of its total turns red, which reads as a crash
+def _bars_of_an_early_stop(monkeypatch, bar_class, more_steps: int = 0) -> list:
+    """Train until a target accuracy of 0 holds at 2 checks (2 of 50 steps), then ``more_steps``
+    steps without a target; return every progress bar ``train`` made, as ``bar_class``."""
     bars = []
 
-    class Recorder(tl.training.tqdm):
+    class Recorder(bar_class):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             bars.append(self)
@@ -236,8 +237,14 @@ def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thr
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
     train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
           target_checks=2, progress=True)  # fmt: skip
-    train(model, data, steps=5, batch_size=16, progress=True)
-    early, full = bars
+    if more_steps:
+        train(model, data, steps=more_steps, batch_size=16, progress=True)
+    return bars
+
+
+def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thread, monkeypatch):
+    # a notebook bar closed short of its total turns red, which reads as a crash
+    early, full = _bars_of_an_early_stop(monkeypatch, tl.training.tqdm, more_steps=5)
     assert (early.n, early.total) == (2, 2) and "stopped early" in early.desc
     assert (full.n, full.total) == (5, 5) and "stopped early" not in full.desc
 
@@ -245,17 +252,6 @@ def test_a_run_that_stops_early_ends_its_progress_bar_at_the_steps_taken(one_thr
 def test_a_notebook_bar_that_stops_early_is_full_and_green(one_thread, monkeypatch):
     from tqdm.notebook import tqdm as notebook_tqdm
 
-    bars = []
-
-    class Recorder(notebook_tqdm):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            bars.append(self)
-
-    monkeypatch.setattr(tl.training, "tqdm", Recorder)
-    data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
-    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
-    train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
-          target_checks=2, progress=True)  # fmt: skip
-    widget = bars[0].container.children[1]  # the IntProgress the notebook shows
+    (bar,) = _bars_of_an_early_stop(monkeypatch, notebook_tqdm)
+    widget = bar.container.children[1]  # the IntProgress the notebook shows
     assert (widget.value, widget.max) == (2, 2) and widget.bar_style == "success"
