@@ -353,7 +353,8 @@ def sandbox_kind() -> str:
     """Which isolation this machine offers for untrusted notebooks.
 
     ``"user"``: the grader runs as root and bubblewrap (Debian's ``bubblewrap``) is installed.
-    Each job then runs as a user of its own (uid ``JOB_UID_BASE + slot``, no login, no home)
+    Each job then runs as a user of its own (a uid from ``JOB_UID_BASE`` on, held by this batch
+    alone through a file lock, no login, no home)
     inside bubblewrap's mount, process and IPC namespaces: it sees its own folder and nothing
     of the other jobs, the repository (the reference library, the instructor notebooks, git's
     history) is replaced by an empty folder, everything else is read-only, and every process of
@@ -366,6 +367,42 @@ def sandbox_kind() -> str:
 
 
 JOB_UID_BASE = 61000  # job users are uids 61000, 61001, ... (one per slot, never a login user)
+JOB_UIDS = 1000  # how many such uids there are, for all the batches running at once
+
+
+class JobUsers:
+    """The uids of one batch's slots, held with file locks so no other batch uses them meanwhile.
+
+    Every process of a job's uid is killed when the job ends, so two batches at once (two
+    instructors, or two runs of the tests) must never share a uid.
+    """
+
+    def __init__(self, count: int) -> None:
+        import fcntl
+
+        folder = Path(tempfile.gettempdir()) / "exercise-grading-uids"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.uids: list[int] = []
+        self._locks = []
+        for uid in range(JOB_UID_BASE, JOB_UID_BASE + JOB_UIDS):
+            if len(self.uids) == count:
+                break
+            lock = open(folder / f"{uid}.lock", "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            self.uids.append(uid)
+            self._locks.append(lock)
+        if len(self.uids) < count:
+            self.release()
+            raise SystemExit(f"no free job users: {JOB_UIDS} uids from {JOB_UID_BASE} are all held by other batches")
+
+    def release(self) -> None:
+        for lock in self._locks:
+            lock.close()
+        self._locks, self.uids = [], []
 REPO = HERE.parent
 
 
@@ -592,14 +629,13 @@ def read_library_flags(job: Job) -> None:
             job.library_attempts += [ln for ln in chunk.decode("utf-8", "replace").splitlines() if ln]
 
 
-def start_job(sub: Submission, info: ExerciseSet, limits: Limits, base: Path, slot: int, sandboxed: bool) -> Job:
+def start_job(sub: Submission, info: ExerciseSet, limits: Limits, base: Path, uid: int | None) -> Job:
     """Prepare the job's folder and start its worker (in the sandbox, as the job's user)."""
     import subprocess
 
     import nbformat
 
     job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=base))
-    uid = JOB_UID_BASE + slot if sandboxed else None
     os.chmod(job_dir, 0o711)  # the grader's: the job may enter, not change what is here
     own = ("work", "record", "tmp", "runtime", "home", "mpl", "ipython")
     for sub_dir in own:
@@ -922,6 +958,7 @@ def grade_folder(
     running: list[Job] = []
     base = Path(tempfile.mkdtemp(prefix="exercise-grading-", dir=workdir))
     os.chmod(base, 0o711)  # jobs may enter their own folder, never list the others
+    users = JobUsers(max(1, jobs)) if sandboxed else None
     bar = tqdm(total=len(subs), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
     bar.update(len(subs) - len(pending))
     try:
@@ -930,7 +967,8 @@ def grade_folder(
                 sub = pending.pop(0)
                 slot = min(set(range(max(1, jobs))) - {j.slot for j in running})
                 try:
-                    job = start_job(sub, sets[sub.exercise], limits, base, slot, sandboxed)
+                    uid = users.uids[slot] if users is not None else None
+                    job = start_job(sub, sets[sub.exercise], limits, base, uid)
                     job.slot = slot
                     running.append(job)
                 except Exception as e:  # the copy could not be written: report it, go on
@@ -966,6 +1004,8 @@ def grade_folder(
     finally:
         for job in running:  # interrupted: leave nothing behind
             stop_job(job)
+        if users is not None:
+            users.release()
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
         bar.close()

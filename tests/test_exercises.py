@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,17 +130,18 @@ print(len(sources), "test files read;", sum("hidden=True" in s for s in sources.
 # that it changes nothing outside its job (other rows, the CSV, processes left behind).
 SABOTEUR = """\
 # A daemon: double fork, then execve with an empty environment (no marker to be found by), then
-# for a while plant .conflict files in every record folder and rewrite every grades.csv in reach.
+# for 30 s mark every answer recorded by the other jobs as a conflict (worth 0) and rewrite the table
+# and its journal. The grader's source tells where both are; the test fills in the paths.
 import os, sys
 CODE = "\\n".join([
     "import glob, os, time",
     "for _ in range(100):",
-    "    for d in glob.glob('/tmp/**/record', recursive=True):",
+    "    for answer in glob.glob('RECORDS/*.npz'):",
     "        try:",
-    "            open(os.path.join(d, 'x' * 40 + '.conflict'), 'w').close()",
+    "            open(answer[:-4] + '.conflict', 'w').close()",
     "        except OSError:",
     "            pass",
-    "    for f in glob.glob('/tmp/**/grades.csv*', recursive=True):",
+    "    for f in glob.glob('CSV*'):",
     "        try:",
     "            open(f, 'w').write('submission,status')",
     "        except OSError:",
@@ -154,15 +156,20 @@ if os.fork() == 0:
 """
 
 BLOCK_OUTPUT = """\
-# Replace every grades.csv in reach with a folder, so that the grader cannot write its table.
-import glob, os
-for f in glob.glob('/tmp/**/grades.csv', recursive=True):
-    try:
-        os.remove(f)
-        os.mkdir(f)
-    except OSError:
-        pass
+# Put a folder where the grader will write its table, so that it cannot write it.
+import os
+try:
+    os.makedirs('CSV')
+except OSError:
+    pass
 """
+
+
+def aimed(attack: str, out: Path) -> str:
+    """An attack aimed at this batch: its score table ``out`` and its jobs' record folders."""
+    records = f"{tempfile.gettempdir()}/exercise-grading-*/job-*/record"
+    return attack.replace("RECORDS", records).replace("CSV", str(out))
+
 
 DISGUISED_IMPORT = """\
 # Take the answers from the reference library, imported under a name built at run time.
@@ -203,8 +210,10 @@ NAIVE_SOFTMAX = """\
 def make_submissions(release: Path, folder: Path, attacks: bool = True) -> dict[str, dict]:
     """Write the mixed folder of submissions; return what each should get.
 
-    ``attacks``: include the hostile submissions, which only a sandbox can contain.
+    ``attacks``: include the hostile submissions, which only a sandbox can contain; they aim
+    at the score table the batch writes, ``grades.csv`` beside ``folder``.
     """
+    out = folder.parent / "grades.csv"
     folder.mkdir(parents=True, exist_ok=True)
     expected: dict[str, dict] = {}
     for s in SETS:
@@ -243,8 +252,9 @@ def make_submissions(release: Path, folder: Path, attacks: bool = True) -> dict[
     write("reads_hidden_tests.ipynb", _with_cells(naive, [(1, READ_HIDDEN)]), status="ok", naive_softmax=True)
     last = len(stu.cells) - 1  # before the final check_all
     for name, nb, expect in [] if not attacks else [
-        ("attack_saboteur.ipynb", _with_cells(stu, [(1, SABOTEUR)]), dict(status="ok", zero=True)),
-        ("attack_blocks_output.ipynb", _with_cells(stu, [(1, BLOCK_OUTPUT)]), dict(status="ok", zero=True)),
+        ("attack_saboteur.ipynb", _with_cells(stu, [(1, aimed(SABOTEUR, out))]), dict(status="ok", zero=True)),
+        ("attack_blocks_output.ipynb", _with_cells(stu, [(1, aimed(BLOCK_OUTPUT, out))]),
+         dict(status="ok", zero=True)),
         ("attack_disguised_import.ipynb", _with_cells(stu, [(last, DISGUISED_IMPORT)]),
          dict(status="tampered", zero=True)),
         ("attack_stack_peek.ipynb", _with_cells(stu, [(last, STACK_PEEK)]), dict(status="ok", zero=True)),
@@ -460,6 +470,19 @@ def test_a_notebook_that_sleeps_is_stopped_once_idle(release, tmp_path, monkeypa
                                    progress=False, trusted=TRUSTED)
     assert rows[0]["status"] == "timeout" and "no computation for 8 s" in rows[0]["detail"], rows[0]
     assert time.monotonic() - start < 120
+
+
+def test_two_batches_at_once_never_share_a_job_user():
+    # every process of a job's uid is killed when the job ends: a shared uid would let one
+    # batch kill (or write into) the other's jobs
+    first, second = grade_tool.JobUsers(2), grade_tool.JobUsers(2)
+    held = first.uids + second.uids
+    first.release()
+    second.release()
+    assert len(held) == len(set(held)) == 4
+    again = grade_tool.JobUsers(2)  # released uids are free again
+    assert again.uids == held[:2]
+    again.release()
 
 
 def test_grading_refuses_to_start_without_a_sandbox_unless_trusted(release, tmp_path, monkeypatch):
