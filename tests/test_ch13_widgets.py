@@ -9,19 +9,6 @@ from __future__ import annotations
 
 CHAPTER = "13_encoder_only_decoder_only"
 
-BEST_OF = """
-import time
-
-
-def best_time(call, repeats=5):
-    seconds = []
-    for _ in range(repeats):
-        start = time.process_time()
-        call()
-        seconds.append(time.process_time() - start)
-    return min(seconds)
-"""
-
 
 def test_every_sampling_frame_differs(chapter):
     chapter.inject(
@@ -36,11 +23,10 @@ assert len(set(outputs.values())) == len(outputs)
 def test_drawing_one_sampling_frame_is_quick(chapter):
     # a frame's computation: 100 sampled sentences for one prompt and temperature,
     # then its HTML; about 0.04 s here
-    chapter.inject(BEST_OF)
     chapter.inject(
         """
-assert best_time(lambda: sample(PROMPTS["the dog"], 1.0, 100, seed=2)) < 0.1
-assert best_time(lambda: render_samples("the dog", 1.0)) < 0.1
+assert _best_seconds(lambda: sample(PROMPTS["the dog"], 1.0, 100, seed=2)) < 0.1
+assert _best_seconds(lambda: render_samples("the dog", 1.0)) < 0.1
 """
     )
 
@@ -57,10 +43,9 @@ assert len(set(outputs.values())) == len(outputs)
 
 def test_drawing_one_guess_frame_is_quick(chapter):
     # a frame's computation: BERT's and GPT's top five for one hidden word
-    chapter.inject(BEST_OF)
     chapter.inject(
         """
-assert best_time(lambda: guesses_for(WIDGET_SENTENCES[0], 3)) < 0.1
-assert best_time(lambda: render_guesses(WIDGET_SENTENCES[0], 3)) < 0.1
+assert _best_seconds(lambda: guesses_for(WIDGET_SENTENCES[0], 3)) < 0.1
+assert _best_seconds(lambda: render_guesses(WIDGET_SENTENCES[0], 3)) < 0.1
 """
     )

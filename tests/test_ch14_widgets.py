@@ -9,19 +9,6 @@ from __future__ import annotations
 
 CHAPTER = "14_real_model"
 
-BEST_OF = """
-import time
-
-
-def best_time(call, repeats=5):
-    seconds = []
-    for _ in range(repeats):
-        start = time.process_time()
-        call()
-        seconds.append(time.process_time() - start)
-    return min(seconds)
-"""
-
 
 def test_every_attention_frame_differs(chapter):
     chapter.inject(
@@ -47,7 +34,6 @@ assert max(widths) <= 700, widths
 def test_drawing_one_attention_frame_is_quick(chapter):
     # the maps are computed once; a frame slices them and builds a figure of six
     # labelled heatmaps, about 0.12 s of processor time here (hence 0.3 s, not 0.1 s)
-    chapter.inject(BEST_OF)
     chapter.inject(
         """
 import matplotlib.pyplot as plt
@@ -57,7 +43,7 @@ def one_frame():
     plt.close(render_layer(4, "1 to 6"))
 
 
-assert best_time(one_frame) < 0.3
+assert _best_seconds(one_frame) < 0.3
 """
     )
 
@@ -73,9 +59,8 @@ assert len(set(outputs.values())) == len(outputs)
 
 
 def test_drawing_one_search_frame_is_quick(chapter):
-    chapter.inject(BEST_OF)
     chapter.inject(
         """
-assert best_time(lambda: render_ranking("Which team won the match?")) < 0.1
+assert _best_seconds(lambda: render_ranking("Which team won the match?")) < 0.1
 """
     )
