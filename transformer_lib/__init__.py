@@ -15,7 +15,7 @@ projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder
 ``src_mask``/``tgt_mask`` boolean masks, True where attention is allowed.
 """
 
-from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .data import Batch, Seq2SeqDataset, Vocab, make_batch, make_splits, make_task, number_to_words
 from .decoding import beam_search, generate, greedy_decode, length_penalty
 from .interop import from_torch, to_torch

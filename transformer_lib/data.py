@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import _checks
-from .attention import causal_mask, padding_mask
+from .torch_attention import causal_mask, padding_mask
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIALS = (PAD, BOS, EOS)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from . import _checks
-from .attention import causal_mask, padding_mask
+from .torch_attention import causal_mask, padding_mask
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .torch_attention import MultiHeadAttention
 
 _TO_TORCH: dict[type, Callable[[nn.Module], nn.Module]] = {}
 _FROM_TORCH: dict[type, Callable[[nn.Module], nn.Module]] = {}

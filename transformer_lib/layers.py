@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks, interop
-from .attention import MultiHeadAttention
+from .torch_attention import MultiHeadAttention
 
 # The activations the feed-forward network offers. "gelu" is the exact (erf) GELU of BERT
 # and of ``F.gelu``; "gelu_tanh" is the tanh approximation that GPT-2 uses.

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from . import _checks, interop
-from .attention import causal_mask
+from .torch_attention import causal_mask
 from .layers import (
     DecoderLayer,
     EncoderLayer,

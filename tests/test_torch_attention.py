@@ -1,4 +1,4 @@
-"""Tests for transformer_lib.attention: masks, scaled dot-product and multi-head attention.
+"""Tests for transformer_lib.torch_attention: masks, scaled dot-product and multi-head attention.
 
 The references are PyTorch's own ``F.scaled_dot_product_attention`` and
 ``nn.MultiheadAttention`` (with the weights copied through ``tl.to_torch``), over random
