@@ -51,6 +51,7 @@ from .positional import (
 )
 from .pretrained import load_pretrained_encoder, sentence_embeddings
 from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
+from .tokenizer import CharTokenizer
 from .training import (
     History,
     LabelSmoothingLoss,
@@ -104,6 +105,7 @@ __all__ = [
     "BahdanauAttention",
     "BahdanauSeq2Seq",
     "BiRNNEncoder",
+    "CharTokenizer",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "PositionalEncoding",
