@@ -125,3 +125,9 @@ __all__ = [
     "softmax",
     "to_torch",
 ]
+
+# Choosing the next token, and GPT-2 (Hugging Face's GPT2LMHeadModel) in our parts (chapter 13).
+from .gpt2 import from_gpt2, to_gpt2  # noqa: E402
+from .sampling import sample_next, sampling_distribution  # noqa: E402
+
+__all__ += ["from_gpt2", "sample_next", "sampling_distribution", "to_gpt2"]
