@@ -2,20 +2,31 @@
 
 * :class:`CharTokenizer`: the vocabulary is the sorted distinct characters of a training
   text (65 for tiny Shakespeare); one id per character.
+* :class:`BPETokenizer`: byte-level byte-pair encoding as in GPT-2 (Sennrich et al. 2016;
+  Radford et al. 2019). The base vocabulary is the 256 bytes, so every string has an encoding;
+  training repeatedly merges the most frequent adjacent pair of tokens into a new token.
+  :func:`learn_merges` is the training loop on its own, on any sequences of integer symbols.
 
-Both share one interface: ``train(text)`` (returns the tokeniser), ``encode(text) -> list[int]``,
-``decode(ids) -> str``, ``vocab_size``, ``save(path)`` / ``load(path)`` (json), and ``==``.
+Both share one interface: ``train(text, ...)`` (returns the tokeniser), ``encode(text) -> list[int]``,
+``decode(ids) -> str``, ``vocab_size``, ``token_strings(ids)``, ``save(path)`` / ``load(path)`` (json),
+and ``==``. :func:`tokens_per_character` measures how much a tokeniser shortens a text.
 Taught in the language-modelling chapter.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Iterable, Sequence
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import regex
+
+from . import _checks
 
 
 def _check_text(text: Any, name: str) -> str:
@@ -145,3 +156,334 @@ class CharTokenizer:
     def __repr__(self) -> str:
         more = " ..." if self.vocab_size > 20 else ""
         return f"CharTokenizer(vocab_size={self.vocab_size}, chars={''.join(self.chars[:20])!r}{more})"
+
+
+# --- Byte-level byte-pair encoding -------------------------------------------------------------
+
+#: GPT-2's pre-tokenisation pattern (Radford et al. 2019): English contractions, a run of
+#: letters, of digits or of other symbols, each with at most one leading space, and runs of
+#: white space (``\s+(?!\S)`` leaves the last space of a run to the word that follows).
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in character for each byte, ``{byte: character}`` (256 entries).
+
+    GPT-2 and Hugging Face's ``ByteLevel`` store byte tokens as text, so each byte gets a
+    visible character: the 188 printable bytes (``!``-``~``, ``¡``-``¬``, ``®``-``ÿ``) stand for
+    themselves, the other 68 (controls, space, ``0x7F``-``0xA0``, ``0xAD``) get U+0100 onwards
+    in byte order: space is ``Ġ`` (U+0120), newline ``Ċ`` (U+010A). :class:`BPETokenizer` works on
+    bytes directly and does not need it; it is here to read GPT-2 and ``tokenizers`` vocabularies.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    printable += range(ord("®"), ord("ÿ") + 1)
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return dict(sorted(mapping.items()))
+
+
+def _merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every occurrence of ``pair`` in ``ids``, left to right, by ``new_id``."""
+    out: list[int] = []
+    i = 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def learn_merges(
+    word_counts: Mapping[tuple[int, ...], int], num_merges: int, first_id: int = 256
+) -> list[tuple[tuple[int, int], int]]:
+    """Learn byte-pair merges: repeatedly merge the most frequent adjacent pair of symbols.
+
+    Args:
+        word_counts: each distinct word as a tuple of integer symbols (e.g. its UTF-8 bytes),
+            with how often it occurs. Pairs are counted inside words only, so merges never
+            cross a word boundary.
+        num_merges: how many merges to learn (fewer if every word becomes a single symbol).
+        first_id: the id of the first new symbol; merge ``k`` (from 0) creates ``first_id + k``.
+
+    Returns:
+        The merge history, a list of ``((a, b), count)`` in the order learned: merge ``k``
+        replaced each adjacent ``a b`` by ``first_id + k``; ``count`` is how often the pair
+        occurred at that moment (every adjacent position counts, so ``a a a`` holds ``a a``
+        twice, as in Hugging Face's trainer).
+
+    Ties: among pairs with the same count, the smallest ``(a, b)`` wins (first symbol, then
+    second: Python's tuple order), so the result does not depend on the order of
+    ``word_counts``. Hugging Face's ``BpeTrainer`` uses the same rule on its own ids.
+
+    Efficient in the way of Sennrich et al.'s reference code: the words are counted once;
+    each merge revisits only the words that hold the pair (an index from pair to words)
+    and updates only the pair counts that change; a heap with lazy deletion gives the best
+    pair (entries whose count is out of date are skipped when they come to the top).
+    """
+    if isinstance(num_merges, bool) or not isinstance(num_merges, (int, np.integer)) or num_merges < 0:
+        raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
+    if not isinstance(word_counts, Mapping):
+        kind = type(word_counts).__name__
+        raise TypeError(f"word_counts must be a mapping {{word tuple: count}}, got {kind}")
+    words: list[list[int]] = [list(w) for w in word_counts]
+    counts: list[int] = [int(c) for c in word_counts.values()]
+    # 1) count every adjacent pair once, remembering which words hold it
+    pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+    where: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for i, (w, c) in enumerate(zip(words, counts)):
+        for pair in zip(w, w[1:]):
+            pair_counts[pair] += c
+            where[pair].add(i)
+    heap = [(-c, pair) for pair, c in pair_counts.items()]
+    heapq.heapify(heap)
+    history: list[tuple[tuple[int, int], int]] = []
+    while len(history) < num_merges and heap:
+        # 2) the most frequent pair, smallest ids first among equals; skip stale entries
+        neg_count, pair = heapq.heappop(heap)
+        if pair_counts.get(pair) != -neg_count:
+            continue
+        new_id = first_id + len(history)
+        history.append((pair, -neg_count))
+        # 3) merge it in the words that hold it; collect how each pair count changes
+        delta: dict[tuple[int, int], int] = defaultdict(int)
+        for i in where.pop(pair):
+            old = words[i]
+            new = _merge_pair(old, pair, new_id)
+            if len(new) == len(old):  # the index may list words whose pair was merged away
+                continue
+            c = counts[i]
+            for p in zip(old, old[1:]):
+                delta[p] -= c
+            for p in zip(new, new[1:]):
+                delta[p] += c
+                where[p].add(i)
+            words[i] = new
+        # 4) apply the changes; every changed count goes back on the heap
+        for p, d in delta.items():
+            if d == 0:
+                continue
+            pair_counts[p] += d
+            if pair_counts[p] > 0:
+                heapq.heappush(heap, (-pair_counts[p], p))
+            else:
+                del pair_counts[p]
+    return history
+
+
+class BPETokenizer:
+    """Byte-level byte-pair encoding (BPE), GPT-2 style: every string encodes, nothing is unknown.
+
+    Args:
+        pattern: the pre-tokenisation regular expression (``regex`` syntax) that splits text
+            into words before merging, so merges never cross a word boundary; default
+            :data:`GPT2_PATTERN`. ``None`` treats the whole text as one word (merges may then
+            span spaces; training is slow beyond a few thousand characters).
+
+    Training (:meth:`train`) starts from the 256 bytes (ids 0-255 are the byte values) and
+    learns ``vocab_size - 256`` merges with :func:`learn_merges`: merge ``k`` creates id
+    ``256 + k``. Attributes after training:
+
+    * ``merges``: ``{(a, b): new_id}`` in the order learned (a dict keeps insertion order);
+    * ``history``: ``[((a, b), count), ...]``, the pair and how often it occurred when merged;
+    * ``vocab``: ``{id: bytes}``;
+    * :meth:`token_strings` for display.
+
+    Encoding splits the text with ``pattern``, turns each word into its UTF-8 bytes and applies
+    the merges in the order learned (lowest new id first, left to right), as GPT-2 does;
+    each distinct word is encoded once and cached. Decoding joins the tokens' bytes and
+    decodes UTF-8, so ``decode(encode(s)) == s`` for every str ``s`` that is valid Unicode
+    (any script, emoji, combining marks, NUL). A str holding a lone surrogate (U+D800-U+DFFF
+    on its own, which only broken decoding produces) is not text UTF-8 can encode: ``encode``
+    raises a ValueError naming its position rather than store bytes no other tool would read.
+
+    Compared with Hugging Face ``tokenizers`` (``models.BPE`` + ``trainers.BpeTrainer`` +
+    ``pre_tokenizers.ByteLevel(add_prefix_space=False)``, initial alphabet the 256 bytes):
+    the same pattern splits the text into the same words, and both trainers take the most
+    frequent pair and break ties by the smallest pair of ids. The ids differ: ``ByteLevel``
+    first maps each byte to a printable stand-in (:func:`bytes_to_unicode`; space is ``Ġ``,
+    U+0120) and the trainer numbers the 256 base tokens in the order of those characters, so
+    the 68 bytes without a printable form (space, newline, ...) sort after every letter there,
+    while here space (32) sorts before them. The learned merges are the same until the first
+    tie between a pair with such a byte and one without; there the two choose differently.
+    On tiny Shakespeare the first 182 merges agree; merges 183 and 184 are a tie at 628
+    between space + ``'`` (first here: (32, 39) < (69, 84)) and ``E`` + ``T`` (first in
+    ``tokenizers``, where ``Ġ`` comes after ``E``); they come in swapped order, and at 512
+    and 1024 tokens the two learn the same set of merges and encode the corpus identically.
+    Renumbering the bytes in ``ByteLevel``'s order before :func:`learn_merges` reproduces
+    its merge list exactly (tested).
+    One more difference: if two merges spell the same bytes (``a`` + ``bc`` and ``ab`` + ``c``),
+    each gets its own id here, where ``tokenizers`` reuses one id and learns one merge more.
+    Taught in the language-modelling chapter.
+    """
+
+    def __init__(self, pattern: str | None = GPT2_PATTERN):
+        if pattern is not None:
+            _check_text(pattern, "pattern")
+            try:
+                regex.compile(pattern)
+            except regex.error as exc:
+                msg = f"pattern must be a valid regular expression, got {pattern!r} ({exc})"
+                raise ValueError(msg) from None
+        self.pattern = pattern
+        self._compiled = regex.compile(pattern) if pattern is not None else None
+        self._set_history([])
+
+    def _set_history(self, history: Sequence[tuple[tuple[int, int], int]]) -> None:
+        """Set ``history``, ``merges`` and ``vocab`` from a merge history; check its ids."""
+        self.history: list[tuple[tuple[int, int], int]] = []
+        self.merges: dict[tuple[int, int], int] = {}
+        self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+        for k, ((a, b), count) in enumerate(history):
+            new_id = 256 + k
+            if not (0 <= a < new_id and 0 <= b < new_id):
+                raise ValueError(f"merges must only use ids made before them, got ({a}, {b}) for merge {k}")
+            if (a, b) in self.merges:
+                raise ValueError(f"merges must not repeat a pair, got ({a}, {b}) twice")
+            self.history.append(((int(a), int(b)), int(count)))
+            self.merges[(int(a), int(b))] = new_id
+            self.vocab[new_id] = self.vocab[a] + self.vocab[b]
+        self._cache: dict[str, list[int]] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens: the 256 bytes plus one per merge."""
+        return 256 + len(self.merges)
+
+    def pre_tokenize(self, text: str) -> list[str]:
+        """Split ``text`` into the words that merges stay inside (``[text]`` without a pattern)."""
+        _check_text(text, "text")
+        if self._compiled is None:
+            return [text] if text else []
+        words = self._compiled.findall(text)
+        if sum(len(w) for w in words) != len(text):
+            raise ValueError(
+                f"pattern must match every character of the text (else encoding would drop some), "
+                f"got words covering {sum(len(w) for w in words)} of {len(text)} characters"
+            )
+        return words
+
+    @staticmethod
+    def _utf8(text: str, name: str) -> bytes:
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name} contains a lone surrogate {text[exc.start]!r} at position {exc.start}, "
+                f"which is not valid Unicode and has no UTF-8 bytes"
+            ) from None
+
+    def train(self, text: str, vocab_size: int, verbose: bool = False) -> BPETokenizer:
+        """Learn ``vocab_size - 256`` merges from ``text``; return ``self``.
+
+        Args:
+            text: the training text.
+            vocab_size: the vocabulary wanted, at least 256 (256 learns nothing). If the text
+                runs out of pairs first, training stops early with a warning.
+            verbose: print each merge as it is learned: ids, strings and count.
+        """
+        _check_text(text, "text")
+        vocab_size = _checks.positive_int(vocab_size, "vocab_size")
+        if vocab_size < 256:
+            raise ValueError(f"vocab_size must be at least 256 (the bytes), got {vocab_size}")
+        self._utf8(text, "text")
+        word_counts = Counter(w.encode("utf-8") for w in self.pre_tokenize(text))
+        history = learn_merges({tuple(w): c for w, c in word_counts.items()}, vocab_size - 256)
+        self._set_history(history)
+        if verbose:
+            for k, ((a, b), count) in enumerate(history):
+                a_s, b_s, new_s = self.token_strings([a, b, 256 + k])
+                print(f"merge {k + 1}/{len(history)}: {a_s!r} + {b_s!r} -> {new_s!r} "
+                      f"(id {256 + k}, {count} times)")
+        if self.vocab_size < vocab_size:
+            warnings.warn(
+                f"vocab_size {vocab_size} not reached: the text has no pair left after "
+                f"{len(history)} merges, vocab_size is {self.vocab_size}",
+                stacklevel=2,
+            )
+        return self
+
+    def _encode_word(self, word: bytes) -> list[int]:
+        """Apply the merges to one word's bytes in the order learned (lowest new id first)."""
+        ids = list(word)
+        while len(ids) >= 2:
+            pair = min(zip(ids, ids[1:]), key=lambda p: self.merges.get(p, 1 << 62))
+            if pair not in self.merges:
+                break
+            ids = _merge_pair(ids, pair, self.merges[pair])
+        return ids
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``, a list of length <= ``len(text.encode('utf-8'))``."""
+        _check_text(text, "text")
+        self._utf8(text, "text")
+        out: list[int] = []
+        cache = self._cache
+        for word in self.pre_tokenize(text):
+            ids = cache.get(word)
+            if ids is None:
+                ids = cache[word] = self._encode_word(word.encode("utf-8"))
+            out.extend(ids)
+        return out
+
+    def decode(self, ids: Sequence[int], errors: str = "replace") -> str:
+        """The text of a sequence of ids (list, 1-D array or 1-D tensor), shape (seq,).
+
+        ``errors`` is passed to ``bytes.decode``: ids that do not form whole UTF-8 characters
+        (say a model's sample that stops inside one) give U+FFFD with ``"replace"``; use
+        ``"strict"`` to get an error instead. Ids from :meth:`encode` always decode exactly.
+        """
+        data = b"".join(self.vocab[i] for i in _check_ids(ids, self.vocab_size))
+        return data.decode("utf-8", errors=errors)
+
+    def token_strings(self, ids: Sequence[int] | None = None) -> list[str]:
+        """Each token as text for display (every token if ``ids`` is None).
+
+        A token that is part of a UTF-8 character shows its bytes escaped, e.g. ``'\\\\xe2'``.
+        """
+        ids = range(self.vocab_size) if ids is None else _check_ids(ids, self.vocab_size)
+        return [self.vocab[i].decode("utf-8", errors="backslashreplace") for i in ids]
+
+    def save(self, path: str | Path) -> None:
+        """Write the pattern and the merge history (pairs and counts) to a json file."""
+        state = {
+            "type": "BPETokenizer",
+            "pattern": self.pattern,
+            "merges": [[a, b, count] for (a, b), count in self.history],
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+
+    @classmethod
+    def load(cls, path: str | Path) -> BPETokenizer:
+        """Read a tokeniser written by :meth:`save`."""
+        state = _read_json(path, "BPETokenizer")
+        tok = cls(state["pattern"])
+        tok._set_history([((a, b), count) for a, b, count in state["merges"]])
+        return tok
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BPETokenizer):
+            return False
+        return (self.pattern, self.history) == (other.pattern, other.history)
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, tuple(self.history)))
+
+    def __repr__(self) -> str:
+        shown = "GPT2_PATTERN" if self.pattern == GPT2_PATTERN else repr(self.pattern)
+        return f"BPETokenizer(vocab_size={self.vocab_size}, pattern={shown})"
+
+
+def tokens_per_character(tokenizer: CharTokenizer | BPETokenizer, text: str) -> float:
+    """How many tokens ``tokenizer`` makes of ``text``, per character (1.0 for characters)."""
+    _check_text(text, "text")
+    if not text:
+        raise ValueError("text must not be empty")
+    return len(tokenizer.encode(text)) / len(text)
