@@ -45,8 +45,10 @@ our runs with seeds 0-2: 1,250 to 1,550 steps on ``reverse`` and 950 to 2,200 on
 on the same inputs still part after 100 to 200 steps). Pass ``--seeds N`` to repeat
 everything with N seeds and compare the total times to goal.
 A third ratio, ``ratio per step, alternating``, is the median time of one training step
-on the same batches with the two models alternating (ours, theirs, theirs, ours, ...),
-so that background load hits both alike. Both models use the machine's two cores
+on the same batches, timed with ``torch.utils.benchmark.Timer.blocked_autorange`` in rounds
+that alternate the two models (ours, theirs, theirs, ours, ...: ``run.interleaved``), so
+that background load hits both alike; ``torch.utils.benchmark.Compare`` prints the two
+medians side by side. Both models use the machine's two cores
 (``torch.set_num_threads(2)``; with one thread a ``reverse`` step takes about 1.4 times
 as long). Processor (CPU) times are printed too.
 
@@ -58,14 +60,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import time
+import itertools
+import sys
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils import benchmark
 
 import transformer_lib as tl
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from run import format_table, interleaved  # noqa: E402  (benchmarks/run.py, beside this file)
 
 GOAL_ACCURACY = 0.99
 STOP_ACCURACY = 0.995  # stop on validation a little above the goal, so the test set clears it too
@@ -75,6 +85,8 @@ GOAL_RATIO = 1.10
 TIME_LIMIT = 90.0  # stop a run that has not reached the goal after this much training
 EVAL_EVERY = 50
 NUM_VALID = NUM_TEST = 1000
+STEP_ROUNDS = 6  # alternating blocked_autorange rounds of the step timing, per model
+STEP_MIN_RUN_TIME = 0.1  # seconds each round measures (after sizing its block)
 
 #: task -> (data options, config overrides of the "tiny" preset, training options)
 MODEL = dict(positional="learned", max_len=32, dropout=0.0)
@@ -150,25 +162,35 @@ def _check_same(ours: nn.Module, theirs: nn.Module, data) -> float:
     return diff
 
 
-def step_ratio(ours: nn.Module, theirs: nn.Module, data, batch_size: int, repeats: int = 30) -> tuple[float, float]:
-    """Median seconds of one training step (same batches), the two models alternating."""
+def step_ratio(ours: nn.Module, theirs: nn.Module, data, batch_size: int, rounds: int = STEP_ROUNDS,
+               min_run_time: float = STEP_MIN_RUN_TIME, threads: int = 2, label: str = "") -> tuple[float, float]:
+    """Median seconds of one training step (the same batches, in the same order), the two models alternating.
+
+    Each model trains a copy of itself (so the runs to the goal start from the untouched
+    weights); ``torch.utils.benchmark.Compare`` prints the two medians.
+    """
     models = {"ours": copy.deepcopy(ours), "pytorch": copy.deepcopy(theirs)}
     d_model = ours.config.d_model
-    steppers = {}
-    for name, model in models.items():
-        optimizer, scheduler = tl.make_optimizer(model, d_model, warmup_steps=100)
-        steppers[name] = (model.train(), optimizer, scheduler, tl.LabelSmoothingLoss(0.1))
     batches = list(data.batches(batch_size, shuffle=True, seed=1))
-    samples: dict[str, list[float]] = {name: [] for name in models}
-    for r in range(repeats + 3):
-        batch = batches[r % len(batches)]
-        for name in (("ours", "pytorch") if r % 2 == 0 else ("pytorch", "ours")):
-            model, optimizer, scheduler, loss_fn = steppers[name]
-            start = time.perf_counter()
-            tl.training.train_step(model, batch, loss_fn, optimizer, scheduler)
-            if r >= 3:  # the first steps warm up
-                samples[name].append(time.perf_counter() - start)
-    return statistics.median(samples["ours"]), statistics.median(samples["pytorch"])
+
+    def stepper(model: nn.Module) -> Callable[[], None]:
+        optimizer, scheduler = tl.make_optimizer(model.train(), d_model, warmup_steps=100)
+        loss_fn = tl.LabelSmoothingLoss(0.1)
+        stream = itertools.cycle(batches)  # each model sees the batches in the same order
+
+        def step() -> None:
+            tl.training.train_step(model, next(stream), loss_fn, optimizer, scheduler)
+
+        return step
+
+    timers = {
+        name: benchmark.Timer("step()", globals={"step": stepper(model)}, label="training step",
+                              sub_label=label, description=name, num_threads=threads)
+        for name, model in models.items()
+    }  # fmt: skip
+    measured = interleaved(timers, rounds, min_run_time)
+    benchmark.Compare(list(measured.values())).print()
+    return measured["ours"].median, measured["pytorch"].median
 
 
 def train_to_goal(model: nn.Module, train_data, valid_data, options: dict, progress: bool, seed: int = 0) -> tl.History:
@@ -234,7 +256,10 @@ def run(tasks: list[str] | None = None, threads: int = 2, progress: bool = False
                 _check_same(ours, theirs, test_data)
                 seed_ok = True  # both models of this seed reached the accuracy goal
                 if seed == 0:
-                    t_step_ours, t_step_torch = step_ratio(ours, theirs, train_data, options["batch_size"])
+                    t_step_ours, t_step_torch = step_ratio(
+                        ours, theirs, train_data, options["batch_size"], STEP_ROUNDS, STEP_MIN_RUN_TIME,
+                        threads, label=task,
+                    )
                 for name, model in (("ours", ours), ("pytorch", theirs)):
                     h = train_to_goal(model, train_data, valid_data, options, progress, seed)
                     test_accuracy = tl.exact_match(model, test_data)
@@ -268,8 +293,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1, help="repeat with seeds 0 .. N-1 and total the runs")
     parser.add_argument("--progress", action="store_true", help="show tqdm progress bars")
     args = parser.parse_args()
-    from run import format_table  # benchmarks/run.py, beside this file
-
     print(format_table(run(args.tasks or None, args.threads, args.progress, args.seeds)))
     print(f"goals: held-out exact match >= {GOAL_ACCURACY:.0%} within {GOAL_SECONDS:.0f} s of training; "
           f"ours / PyTorch wall time per training step <= {GOAL_RATIO}, both at the accuracy goal")  # fmt: skip
