@@ -76,10 +76,11 @@ class TestAgainstTransformers:
         log_probs = torch.log(torch.tensor([[4.0, 2.0, 0.0]]) / 6).clamp(min=-1e30)
         assert (tl.sampling_distribution(log_probs, top_p=0.7) > 0).sum() == 2
         assert (tl.sampling_distribution(log_probs, temperature=0.5, top_p=0.7) > 0).sum() == 1
-        # top-p measures the mass after top-k: top-k 2 leaves 4/6 : 2/6, renormalised to 2/3 : 1/3
-        log_probs = torch.log(torch.tensor([[0.4, 0.2, 0.2, 0.2]]))
-        assert (tl.sampling_distribution(log_probs, top_p=0.6) > 0).sum() == 2
-        assert (tl.sampling_distribution(log_probs, top_k=1, top_p=0.6) > 0).sum() == 1
+        # top-p measures the mass left by top-k: top-k 2 turns 0.4, 0.35, 0.25 into 0.53, 0.47, so 0.5 needs
+        # one token (top-p first would need two, 0.4 + 0.35, and top-k 2 would keep both)
+        log_probs = torch.log(torch.tensor([[0.4, 0.35, 0.25]]))
+        assert (tl.sampling_distribution(log_probs, top_p=0.5) > 0).sum() == 2
+        assert (tl.sampling_distribution(log_probs, top_k=2, top_p=0.5) > 0).sum() == 1
 
 
 class TestEdges:

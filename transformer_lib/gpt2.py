@@ -93,21 +93,24 @@ def config_from_gpt2(hf_config: GPT2Config, dropout: float | None = None) -> Tra
         def get(name: str, default: Any = None) -> Any:
             return getattr(hf_config, name, default)
     if get("model_type", "gpt2") != "gpt2":
-        raise ValueError(f"hf_config must describe a GPT-2 model (model_type 'gpt2'), got {get('model_type')!r}")
+        raise ValueError(
+            f"hf_config must describe a GPT-2 model (model_type 'gpt2'), got {get('model_type')!r}"
+        )
     problems = []
     if get("add_cross_attention", False):
         problems.append("add_cross_attention must be False (our decoder-only layers have no cross-attention)")
     if not get("scale_attn_weights", True):
         problems.append("scale_attn_weights must be True (attention divides by sqrt(d_k))")
     if get("scale_attn_by_inverse_layer_idx", False):
-        problems.append("scale_attn_by_inverse_layer_idx must be False (every layer scales by sqrt(d_k) alone)")
+        problems.append("scale_attn_by_inverse_layer_idx must be False (every layer scales by sqrt(d_k))")
     activation = get("activation_function", "gelu_new")
     if activation not in ACTIVATIONS_FROM_GPT2:
-        problems.append(f"activation_function must be one of {sorted(ACTIVATIONS_FROM_GPT2)}, got {activation!r}")
+        options = sorted(ACTIVATIONS_FROM_GPT2)
+        problems.append(f"activation_function must be one of {options}, got {activation!r}")
     rates = {name: get(name, 0.1) for name in ("embd_pdrop", "attn_pdrop", "resid_pdrop")}
     if dropout is None and len(set(rates.values())) > 1:
-        problems.append(f"embd_pdrop, attn_pdrop and resid_pdrop must be equal (ours is one rate), got {rates} "
-                        "(or pass dropout=)")
+        problems.append(f"embd_pdrop, attn_pdrop and resid_pdrop must be equal (ours is one rate), "
+                        f"got {rates} (or pass dropout=)")
     if problems:
         raise ValueError("hf_config cannot be expressed by DecoderOnlyModel: " + "; ".join(problems))
     n_embd = get("n_embd")
@@ -165,7 +168,8 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
     special = GPT2_VOCAB_SIZE - 1 if vocab_size >= GPT2_VOCAB_SIZE else None
     fields = dict(
         vocab_size=vocab_size, n_positions=config.max_len, n_embd=config.d_model, n_layer=config.num_layers,
-        n_head=config.num_heads, n_inner=config.d_ff, activation_function=ACTIVATIONS_TO_GPT2[config.activation],
+        n_head=config.num_heads, n_inner=config.d_ff,
+        activation_function=ACTIVATIONS_TO_GPT2[config.activation],
         resid_pdrop=config.dropout, embd_pdrop=config.dropout, attn_pdrop=config.dropout,
         layer_norm_epsilon=config.layer_norm_eps, tie_word_embeddings=config.tie_output,
         bos_token_id=special, eos_token_id=special,
@@ -173,7 +177,11 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
     return GPT2Config(**{**fields, **overrides})
 
 
-def _correspondence(num_layers: int) -> list[tuple[list[str], str, bool]]:
+# (our state-dict names, concatenated along dim 0; GPT-2's name; transposed)
+Correspondence = list[tuple[list[str], str, bool]]
+
+
+def _correspondence(num_layers: int) -> Correspondence:
     """``(our state-dict names, GPT-2's name, transposed)`` for every tensor.
 
     Our tensors are concatenated along their first dimension in the order given (only
@@ -186,8 +194,8 @@ def _correspondence(num_layers: int) -> list[tuple[list[str], str, bool]]:
     per_layer = [  # ours, GPT-2's, inside one layer
         (["add_norm1.norm.weight"], "ln_1.weight", False),
         (["add_norm1.norm.bias"], "ln_1.bias", False),
-        (["self_attn.W_q.weight", "self_attn.W_k.weight", "self_attn.W_v.weight"], "attn.c_attn.weight", True),
-        (["self_attn.W_q.bias", "self_attn.W_k.bias", "self_attn.W_v.bias"], "attn.c_attn.bias", False),
+        ([f"self_attn.{W}.weight" for W in ("W_q", "W_k", "W_v")], "attn.c_attn.weight", True),
+        ([f"self_attn.{W}.bias" for W in ("W_q", "W_k", "W_v")], "attn.c_attn.bias", False),
         (["self_attn.W_o.weight"], "attn.c_proj.weight", True),
         (["self_attn.W_o.bias"], "attn.c_proj.bias", False),
         (["add_norm3.norm.weight"], "ln_2.weight", False),
@@ -199,7 +207,8 @@ def _correspondence(num_layers: int) -> list[tuple[list[str], str, bool]]:
     ]
     for i in range(num_layers):
         for ours, theirs, transposed in per_layer:
-            table.append(([f"decoder.layers.{i}.{name}" for name in ours], f"transformer.h.{i}.{theirs}", transposed))
+            names = [f"decoder.layers.{i}.{name}" for name in ours]
+            table.append((names, f"transformer.h.{i}.{theirs}", transposed))
     table += [
         (["decoder.norm.weight"], "transformer.ln_f.weight", False),
         (["decoder.norm.bias"], "transformer.ln_f.bias", False),
@@ -208,7 +217,7 @@ def _correspondence(num_layers: int) -> list[tuple[list[str], str, bool]]:
     return table
 
 
-def _checked_table(model: DecoderOnlyModel) -> tuple[dict[str, torch.Tensor], list[tuple[list[str], str, bool]]]:
+def _checked_table(model: DecoderOnlyModel) -> tuple[dict[str, torch.Tensor], Correspondence]:
     """Our state dict and the correspondence, which must cover it exactly."""
     if not isinstance(model, DecoderOnlyModel):
         raise TypeError(f"model must be a DecoderOnlyModel, got {type(model).__name__}")
@@ -284,8 +293,8 @@ def _load_hf(model_or_path: Any) -> GPT2LMHeadModel:
                                     "(save it with model.save_pretrained(folder))")
         return GPT2LMHeadModel.from_pretrained(folder)
     if isinstance(model_or_path, Path) or str(model_or_path).startswith(("/", ".", "~")):
-        raise FileNotFoundError(f"model_or_path must be an existing folder or a Hub id, got {model_or_path!r} "
-                                "(no such folder)")
+        raise FileNotFoundError(f"model_or_path must be an existing folder or a Hub id, "
+                                f"got {model_or_path!r} (no such folder)")
     try:  # a Hub id: downloaded once into the Hub's cache (needs the network)
         return GPT2LMHeadModel.from_pretrained(str(model_or_path))
     except OSError as exc:
@@ -329,8 +338,9 @@ def to_gpt2(model: DecoderOnlyModel, **overrides: Any) -> GPT2LMHeadModel:
 
     if not isinstance(model, DecoderOnlyModel):
         raise TypeError(f"model must be a DecoderOnlyModel, got {type(model).__name__}")
+    hf_config = gpt2_config(model.config, **overrides)  # first: it names every field GPT-2 cannot express
     tensors = gpt2_tensors(model)
     param = next(model.parameters())
-    hf = GPT2LMHeadModel(gpt2_config(model.config, **overrides)).to(param.dtype)
+    hf = GPT2LMHeadModel(hf_config).to(param.dtype)
     hf.load_state_dict(tensors, strict=True)
     return hf.to(device=param.device).train(model.training)
