@@ -346,6 +346,32 @@ def hf_merges_as_bytes(tok) -> list[tuple[bytes, bytes]]:
     return [(bytes(to_byte[c] for c in a), bytes(to_byte[c] for c in b)) for a, b in pairs]
 
 
+def merges_with_byte_level_ids(text: str, vocab_size: int) -> list[tuple[bytes, bytes]]:
+    """Our merges when the bytes are numbered as ``tokenizers`` numbers them (by stand-in character)."""
+    byte_of_id = sorted(range(256), key=lambda b: bytes_to_unicode()[b])
+    id_of_byte = {b: i for i, b in enumerate(byte_of_id)}
+    words = Counter(w.encode("utf-8") for w in tl.BPETokenizer().pre_tokenize(text))
+    history = learn_merges({tuple(id_of_byte[b] for b in w): c for w, c in words.items()}, vocab_size - 256)
+    spelled = {i: bytes([b]) for i, b in enumerate(byte_of_id)}
+    merges = []
+    for k, ((a, b), _) in enumerate(history):
+        spelled[256 + k] = spelled[a] + spelled[b]
+        merges.append((spelled[a], spelled[b]))
+    return merges
+
+
+def test_tie_breaking_is_the_difference_with_tokenizers():
+    # Sennrich's example: after 'es' and 'est' (9 each), three pairs tie at 7. Here space (32)
+    # is the smallest id, so ' ' + 'l' comes first; tokenizers numbers space after the letters
+    # (its stand-in is U+0120) and takes 'l' + 'o'. Numbered its way, ours learns its merges.
+    ours = tl.BPETokenizer().train(SENNRICH, 266)
+    ours_merges = [(ours.vocab[a], ours.vocab[b]) for (a, b), _ in ours.history]
+    theirs_merges = hf_merges_as_bytes(hf_byte_level_bpe(SENNRICH, 266))
+    assert ours_merges[:2] == theirs_merges[:2] == [(b"e", b"s"), (b"es", b"t")]
+    assert ours_merges[2] == (b" ", b"l") and theirs_merges[2] == (b"l", b"o")
+    assert merges_with_byte_level_ids(SENNRICH, 266) == theirs_merges
+
+
 def test_bytes_to_unicode_is_byte_levels_alphabet():
     from tokenizers import pre_tokenizers
 
@@ -394,13 +420,4 @@ def test_bpe_on_tiny_shakespeare_matches_tokenizers():
     assert set(ours_merges) == set(theirs_merges)
 
     # numbering the bytes in ByteLevel's order (by stand-in character) reproduces its merges exactly
-    byte_of_id = sorted(range(256), key=lambda b: bytes_to_unicode()[b])
-    id_of_byte = {b: i for i, b in enumerate(byte_of_id)}
-    words = Counter(w.encode("utf-8") for w in ours.pre_tokenize(text))
-    history = learn_merges({tuple(id_of_byte[b] for b in w): c for w, c in words.items()}, 256)
-    spelled = {i: bytes([b]) for i, b in enumerate(byte_of_id)}
-    renumbered = []
-    for k, ((a, b), _) in enumerate(history):
-        spelled[256 + k] = spelled[a] + spelled[b]
-        renumbered.append((spelled[a], spelled[b]))
-    assert renumbered == theirs_merges
+    assert merges_with_byte_level_ids(text, 512) == theirs_merges
