@@ -155,8 +155,14 @@ def test_generate_with_a_language_model():
 def test_decoding_errors_name_the_argument():
     with pytest.raises(TypeError, match="model must have encode"):
         greedy_decode(object(), SRC, 5)
-    with pytest.raises(ValueError, match=r"src must be a \(batch, src_len\) tensor of token ids"):
+    with pytest.raises(TypeError, match=r"src .*integer token ids.*float32"):
         greedy_decode(TRAP, SRC.float(), 5)
+    with pytest.raises(ValueError, match=r"src .*\(batch, seq\).*\(3,\)"):
+        beam_search(TRAP, SRC[0], 5)
+    with pytest.raises(TypeError, match=r"prompt .*integer token ids.*float32"):
+        generate(TRAP, SRC.float(), 3)
+    with pytest.raises(TypeError, match=r"pad_id .*non-negative int.*-1"):
+        beam_search(TRAP, SRC, 5, pad_id=-1)
     with pytest.raises(ValueError, match="max_len must be a positive integer, got 0"):
         greedy_decode(TRAP, SRC, 0)
     with pytest.raises(ValueError, match="beam_size must be a positive integer, got 0"):
@@ -167,3 +173,44 @@ def test_decoding_errors_name_the_argument():
         greedy_decode(TRAP, SRC, 5, eos_id="<eos>")
     with pytest.raises(ValueError, match="temperature must be a positive float"):
         generate(TRAP, SRC, 3, temperature=0)
+
+
+def test_one_contract_for_every_decoder():
+    """No <bos> in the output, each row to its <eos> then pad_id, max_len counting <eos>: greedy,
+    beam search and the recurrent model alike."""
+    pad = 9  # any pad id: the rows are padded with the one given
+    stub = MarkovStub({BOS: {A: 0.9, B: 0.1}, A: {EOS: 0.8, C: 0.2}, B: {C: 1.0}, C: {D: 1.0}, D: {EOS: 1.0}})
+    for decode in (greedy_decode, lambda *a, **k: beam_search(*a, beam_size=2, **k)):
+        assert decode(stub, SRC, 2, pad_id=pad).tolist() == [[A, EOS]] * 2  # <eos> counts in max_len
+        assert decode(stub, SRC, 1, pad_id=pad).tolist() == [[A]] * 2  # cut at max_len: no <eos>
+    two_lengths = FirstTokenByRow(MarkovStub({A: {EOS: 1.0}, B: {C: 1.0}, C: {EOS: 1.0}}), first=[A, B])
+    out = greedy_decode(two_lengths, SRC, 5, pad_id=pad)
+    assert out.tolist() == [[A, EOS, pad], [B, C, EOS]]  # the shorter row is padded with pad_id
+
+
+class FirstTokenByRow:
+    """A stub whose first token is ``first[row]``; after it, the Markov table of ``stub``."""
+
+    def __init__(self, stub: MarkovStub, first: list[int]):
+        self.stub, self.first = stub, first
+
+    def encode(self, src, src_mask):
+        return self.stub.encode(src, src_mask)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask):
+        log_probs = self.stub.log_table[tgt].clone()  # (batch, t, V)
+        log_probs[:, 0] = -1e9
+        log_probs[torch.arange(len(self.first)), 0, torch.tensor(self.first)] = 0.0
+        return log_probs
+
+
+def test_the_recurrent_model_decodes_through_the_same_functions():
+    torch.manual_seed(0)
+    model = tl.BahdanauSeq2Seq(9, 9, d_emb=8, d_hidden=12, d_attn=10)
+    src = torch.tensor([[3, 4, 5, 6], [7, 8, 3, PAD]])
+    greedy = greedy_decode(model, src, max_len=6)
+    beam = beam_search(model, src, max_len=6, beam_size=1)
+    width = max(greedy.shape[1], beam.shape[1])
+    pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=PAD)  # noqa: E731
+    assert torch.equal(pad(greedy), pad(beam)) and greedy.shape[1] <= 6
+    assert beam_search(model, src, max_len=6, beam_size=3).shape[0] == 2

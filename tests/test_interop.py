@@ -55,7 +55,7 @@ class TestToTorch:
         torch.testing.assert_close(m(x, x, x, mask=mask), ref, rtol=1e-12, atol=1e-12)
 
     def test_unknown_module(self):
-        pattern = r"module must be one of \[.*MultiHeadAttention.*\] for to_torch, got Linear"
+        pattern = r"module .*one of \[.*MultiHeadAttention.*\] for to_torch.*Linear"
         with pytest.raises(TypeError, match=pattern):
             tl.to_torch(nn.Linear(2, 2))
 
@@ -102,16 +102,21 @@ class TestFromTorch:
             tl.from_torch(nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True))
 
     def test_unknown_module(self):
-        pattern = r"module must be one of \[.*MultiheadAttention.*\] for from_torch, got ReLU"
+        pattern = r"module .*one of \[.*MultiheadAttention.*\] for from_torch.*ReLU"
         with pytest.raises(TypeError, match=pattern):
             tl.from_torch(nn.ReLU())
 
 
-class TestRegister:
-    def test_register_a_new_pair(self, monkeypatch):
-        monkeypatch.setattr(interop, "_TO_TORCH", dict(interop._TO_TORCH))
-        monkeypatch.setattr(interop, "_FROM_TORCH", dict(interop._FROM_TORCH))
+class TestTables:
+    def test_the_tables_are_plain_dicts_of_every_pair(self):
+        assert type(interop.TO_TORCH) is dict and type(interop.FROM_TORCH) is dict
+        assert not hasattr(interop, "register")  # nothing registers itself at import
+        ours = {tl.MultiHeadAttention, tl.EncoderLayer, tl.DecoderLayer, tl.Encoder, tl.Decoder, tl.Transformer}
+        theirs = {nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer,
+                  nn.TransformerEncoder, nn.TransformerDecoder, nn.Transformer}  # fmt: skip
+        assert set(interop.TO_TORCH) == ours and set(interop.FROM_TORCH) == theirs
 
+    def test_a_new_pair_is_one_entry_in_each_table(self, monkeypatch):
         class Ours(nn.Linear):
             pass
 
@@ -125,13 +130,19 @@ class TestRegister:
             interop.copy_linear(ours, module.weight, module.bias)
             return ours
 
-        interop.register(Ours, nn.Linear, to_fn, from_fn)
+        monkeypatch.setitem(interop.TO_TORCH, Ours, to_fn)
+        monkeypatch.setitem(interop.FROM_TORCH, nn.Linear, from_fn)
         ours = Ours(3, 2).double().eval()
         theirs = tl.to_torch(ours)
         assert type(theirs) is nn.Linear and theirs.weight.dtype == torch.float64 and not theirs.training
         assert same(theirs.weight, ours.weight)
         back = tl.from_torch(theirs)
         assert type(back) is Ours and same(back.bias, ours.bias)
+
+    def test_a_key_may_be_a_dotted_class_name(self, monkeypatch):
+        """A class from an optional package is named, not imported (as a GPT-2 converter would)."""
+        monkeypatch.setitem(interop.FROM_TORCH, "torch.nn.modules.activation.ReLU", lambda module: nn.Tanh())
+        assert isinstance(tl.from_torch(nn.ReLU()), nn.Tanh)
 
     def test_subclasses_are_found(self):
         class Mine(tl.MultiHeadAttention):
@@ -158,3 +169,17 @@ def test_copy_linear():
     old_bias = dst.bias.clone()
     interop.copy_linear(dst, torch.zeros(2, 3), None)  # no bias: the bias is left alone
     assert (dst.weight == 0).all() and torch.equal(dst.bias, old_bias)
+
+
+def test_float64_layers_and_stacks_convert_without_rounding():
+    config = tl.TransformerConfig.preset("tiny", src_vocab_size=None, tgt_vocab_size=None, num_layers=2,
+                                         norm_first=True)  # fmt: skip
+    ours = tl.Transformer(config).double().eval()
+    theirs = tl.to_torch(ours)
+    layer, t_layer = ours.decoder.layers[1], theirs.decoder.layers[1]
+    assert same(t_layer.linear1.weight, layer.feed_forward.W_1.weight)  # float64, every bit
+    assert same(t_layer.multihead_attn.in_proj_weight[:32], layer.cross_attn.W_q.weight)
+    assert same(theirs.encoder.norm.weight, ours.encoder.norm.weight)
+    back = tl.from_torch(theirs)
+    for (name, a), (_, b) in zip(ours.decoder.named_parameters(), back.decoder.named_parameters()):
+        assert same(a, b), name

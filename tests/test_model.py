@@ -1,7 +1,4 @@
-"""Tests for transformer_lib.model: embeddings, stacks, config presets, the models, parameter counts."""
-
-import dataclasses
-import math
+"""Tests for the models: transformer_lib.transformer, .lm and .model (build_model, count_parameters)."""
 
 import pytest
 import torch
@@ -36,85 +33,36 @@ def batch(seed: int = 0):
     return src, tgt, src_mask, tgt_mask
 
 
-# --------------------------------------------------------------------------- Embeddings
+# --------------------------------------------------------------------------- Generator, init_weights
 
 
-def test_embeddings_scale_by_sqrt_d_model_and_add_sinusoidal_positions():
+def test_generator_is_a_linear_map_then_log_softmax():
     torch.manual_seed(0)
-    emb = tl.Embeddings(10, D, dropout=0.0)
-    tokens = torch.tensor([[4, 5, 6]])
-    pe = torch.from_numpy(tl.sinusoidal_encoding(3, D)).float()
-    expected = emb.token_embedding.weight[tokens] * math.sqrt(D) + pe
-    torch.testing.assert_close(emb(tokens), expected)
+    gen = tl.Generator(D, 9)
+    x = torch.randn(2, 3, D)
+    torch.testing.assert_close(gen(x), torch.log_softmax(x @ gen.proj.weight.T + gen.proj.bias, dim=-1))
+    assert tl.Generator(D, 9, bias=False).proj.bias is None
+    with pytest.raises(ValueError, match=r"vocab_size.*positive.*-1"):
+        tl.Generator(D, -1)
 
 
-def test_embeddings_bert_style_learned_positions_token_types_and_norm():
+def test_init_weights_is_xavier_uniform_on_matrices_only():
     torch.manual_seed(0)
-    emb = tl.Embeddings(10, D, dropout=0.0, positional="learned", max_len=8, scale=False, num_token_types=2,
-                        norm=True, layer_norm_eps=1e-12)  # fmt: skip
-    tokens = torch.tensor([[4, 5, 6]])
-    types = torch.tensor([[0, 1, 1]])
-    raw = emb.token_embedding.weight[tokens] + emb.position.embedding.weight[:3]
-    raw = raw + emb.token_type_embedding.weight[types]
-    torch.testing.assert_close(emb(tokens, types), emb.norm(raw))
-    torch.testing.assert_close(emb(tokens), emb(tokens, torch.zeros_like(tokens)))  # type 0 by default
+    layer = tl.EncoderLayer(64, 4, 256)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.fill_(7.0)
+    assert tl.init_weights(layer) is layer
+    w = layer.feed_forward.W_1.weight  # (256, 64): bound sqrt(6 / (64 + 256))
+    bound = (6 / (64 + 256)) ** 0.5
+    assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
+    assert abs(w.std().item() - bound / 3**0.5) < 0.02 * bound * 3  # a uniform's std is bound / sqrt(3)
+    assert torch.all(layer.feed_forward.W_1.bias == 7.0) and torch.all(layer.add_norm1.norm.weight == 7.0)
+    with pytest.raises(TypeError, match=r"model must be an nn.Module.*str"):
+        tl.init_weights("model")
 
 
-def test_embeddings_errors_name_the_argument():
-    emb = tl.Embeddings(10, D)
-    with pytest.raises(ValueError, match=r"tokens must hold ids in \[0, 10\) .* got ids from 0 to 12"):
-        emb(torch.tensor([[0, 12]]))
-    with pytest.raises(TypeError, match="tokens must hold integer token ids, got dtype torch.float32"):
-        emb(torch.zeros(1, 3))
-    with pytest.raises(ValueError, match=r"tokens must have shape \(batch, seq\)"):
-        emb(torch.zeros(3, dtype=torch.long))
-    with pytest.raises(ValueError, match="positional must be one of"):
-        tl.Embeddings(10, D, positional="rotary")
-    with pytest.raises(ValueError, match="no token types"):
-        emb(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
-
-
-# --------------------------------------------------------------------------- Encoder and Decoder
-
-
-def test_stacks_have_separate_layer_weights_and_the_final_norm_rule():
-    enc = tl.Encoder(11, D, H, 3, D_FF)
-    assert len(enc.layers) == 3 and enc.norm is None  # post-norm: no final norm
-    w = [layer.self_attn.W_q.weight for layer in enc.layers]
-    assert w[0] is not w[1] and not torch.equal(w[0], w[1])
-    assert tl.Encoder(11, D, H, 2, D_FF, norm_first=True).norm is not None  # pre-norm: a final norm
-    assert tl.Decoder(11, D, H, 2, D_FF, final_norm=True).norm is not None
-    assert tl.Decoder(11, D, H, 2, D_FF, norm_first=True, final_norm=False).norm is None
-
-
-def test_encoder_and_decoder_shapes():
-    src, tgt, src_mask, tgt_mask = batch()
-    enc, dec = tl.Encoder(11, D, H, 2, D_FF).eval(), tl.Decoder(13, D, H, 2, D_FF).eval()
-    memory = enc(src, src_mask)
-    assert memory.shape == (3, 8, D)
-    assert dec(tgt, memory, src_mask, tgt_mask).shape == (3, 6, D)
-    assert enc.attention_maps(index=1).shape == (2, H, 8, 8)
-    assert dec.attention_maps("cross", index=2).shape == (2, H, 6, 8)
-    assert dec.attention_maps("self").shape == (2, H, 6, 6)
-
-
-@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_stack_matches_torch_encoder(norm_first):
-    torch.manual_seed(0)
-    enc = tl.Encoder(11, D, H, 2, D_FF, norm_first=norm_first).eval()
-    theirs = to_torch(enc)
-    assert isinstance(theirs, nn.TransformerEncoder) and (theirs.norm is None) == (not norm_first)
-    src, _, src_mask, _ = batch()
-    x = enc.embed(src)  # nn.TransformerEncoder starts from vectors
-    ours = enc(src, src_mask)
-    with torch.no_grad():  # eval mode without gradients: PyTorch's fast path (nested tensors when post-norm)
-        ref = theirs(x, src_key_padding_mask=src == 0)
-    real = src != 0  # PyTorch's nested-tensor fast path zeroes padded positions; compare the rest
-    assert rel_err(ours[real], ref[real]) <= 1e-5
-    back = from_torch(theirs)
-    assert isinstance(back, tl.Encoder) and back.embedding is None
-    assert rel_err(back(x, src_mask)[real], ref[real]) <= 1e-5
+# --------------------------------------------------------------------------- Transformer
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -156,32 +104,6 @@ def test_from_nn_transformer_keeps_its_final_norms(norm_first):
     assert rel_err(ours(xs, xt, src_mask, tgt_mask), ref) <= 1e-5
 
 
-def test_stacks_without_embeddings_take_vectors():
-    enc = tl.Encoder(None, D, H, 1, D_FF)
-    assert enc.embedding is None
-    x = torch.randn(2, 5, D)
-    assert enc(x).shape == (2, 5, D)
-    with pytest.raises(TypeError, match="src must be a floating-point tensor, got dtype torch.int64"):
-        enc(torch.zeros(2, 5, dtype=torch.long))  # token ids, but this encoder has no embedding
-    with pytest.raises(ValueError, match=r"src must have shape \(batch, src_len, d_model=32\)"):
-        enc(torch.zeros(2, 5, 8))
-    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
-        tl.Decoder(0, D, H, 1, D_FF)
-
-
-def test_generator_is_a_linear_map_then_log_softmax():
-    torch.manual_seed(0)
-    gen = tl.Generator(D, 9)
-    x = torch.randn(2, 3, D)
-    torch.testing.assert_close(gen(x), torch.log_softmax(x @ gen.proj.weight.T + gen.proj.bias, dim=-1))
-    assert tl.Generator(D, 9, bias=False).proj.bias is None
-    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got -1"):
-        tl.Generator(D, -1)
-
-
-# --------------------------------------------------------------------------- Transformer
-
-
 def test_transformer_returns_log_probabilities():
     model = tl.Transformer(small_config()).eval()
     src, tgt, src_mask, tgt_mask = batch()
@@ -206,10 +128,28 @@ def test_transformer_masks_matter():
     out = model(src, tgt2, src_mask, tgt_mask)
     torch.testing.assert_close(out[0, :4], base[0, :4], rtol=0, atol=1e-6)
     assert not torch.allclose(out[0, 4], base[0, 4])
-    # without the causal mask the future leaks into the past
+    # a given mask that is not causal is used as it is: the future leaks into the past
     no_causal = tl.padding_mask(tgt, 0)
     leaky, before = model(src, tgt2, src_mask, no_causal), model(src, tgt, src_mask, no_causal)
     assert not torch.allclose(leaky[0, :4], before[0, :4])
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+def test_no_tgt_mask_means_the_causal_mask_in_both_models(kind):
+    torch.manual_seed(0)
+    src, tgt, src_mask, _ = batch()
+    if kind == "encoder-decoder":
+        model = tl.Transformer(small_config()).eval()
+        run = lambda t, mask=None: model(src, t, src_mask, mask)  # noqa: E731
+    else:
+        model = tl.build_model(tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=13)).eval()
+        run = lambda t, mask=None: model(t, mask)  # noqa: E731
+    default = run(tgt)
+    torch.testing.assert_close(default, run(tgt, tl.causal_mask(6)), rtol=0, atol=0)
+    changed = tgt.clone()
+    changed[:, 5] = (tgt[:, 5] + 1) % 13  # the last token cannot move an earlier prediction
+    torch.testing.assert_close(run(changed)[:, :5], default[:, :5], rtol=0, atol=1e-6)
+    assert not torch.allclose(run(changed, torch.ones(6, 6, dtype=torch.bool))[:, :5], default[:, :5])
 
 
 def test_weight_tying():
@@ -226,90 +166,25 @@ def test_weight_tying():
     assert tl.count_parameters(untied) - tl.count_parameters(separate) == 13 * D
 
 
-def test_attention_maps_for_plot_attention_grid():
+def test_transformer_attention_maps_from_a_pass_made_for_them():
+    torch.manual_seed(0)
     model = tl.Transformer(small_config())
     src, tgt, src_mask, tgt_mask = batch()
-    model.train()(src, tgt, src_mask, tgt_mask)
-    with pytest.raises(ValueError, match="eval mode"):
-        model.attention_maps("encoder")
-    model.eval()(src, tgt, src_mask, tgt_mask)
-    assert model.attention_maps("encoder", 0).shape == (2, H, 8, 8)
-    assert model.attention_maps("decoder", 1).shape == (2, H, 6, 6)
-    assert model.attention_maps("cross", 2).shape == (2, H, 6, 8)
-    with pytest.raises(ValueError, match="kind must be one of"):
-        model.attention_maps("memory")
-    with pytest.raises(ValueError, match="index must pick one of the 3 sequences"):
-        model.attention_maps("cross", 3)
+    model.eval()(src, tgt, src_mask, tgt_mask)  # an ordinary pass keeps nothing ...
+    assert all(m.attention_weights is None for m in model.modules() if isinstance(m, tl.MultiHeadAttention))
+    maps = model.train().get_attention_maps(src, tgt, src_mask, tgt_mask)  # ... this one is made for it
+    assert model.training
+    assert maps["encoder"].shape == (2, 3, H, 8, 8)
+    assert maps["decoder"].shape == (2, 3, H, 6, 6)
+    assert maps["cross"].shape == (2, 3, H, 6, 8)
+    torch.testing.assert_close(maps["encoder"], model.encoder.get_attention_maps(src, src_mask))
+    # the same in evaluation mode, whatever mode the model was in (no dropout on the weights)
+    again = model.get_attention_maps(src, tgt, src_mask, tgt_mask)
+    assert all(torch.equal(maps[k], again[k]) for k in maps)
+    assert torch.all(maps["decoder"][:, 1, :, :, 3:] == 0)  # target 1 has 3 real tokens
 
 
-# --------------------------------------------------------------------------- config and counts
-
-
-def test_paper_presets_reproduce_table_3():
-    base, big = tl.TransformerConfig.preset("base"), tl.TransformerConfig.preset("big")
-
-    def row(c):
-        return (c.num_layers, c.d_model, c.d_ff, c.num_heads, c.d_k, c.dropout, c.src_vocab_size,
-                c.share_embeddings)  # fmt: skip
-
-    assert row(base) == (6, 512, 2048, 8, 64, 0.1, 37000, True)
-    assert row(big) == (6, 1024, 4096, 16, 64, 0.3, 37000, True)
-    n_base, n_big = tl.count_parameters(base), tl.count_parameters(big)
-    print(f"base: {n_base:,} parameters; big: {n_big:,} parameters")
-    assert n_base == 63_119_496 and abs(n_base / 65e6 - 1) <= 0.03
-    assert n_big == 214_282_376 and abs(n_big / 213e6 - 1) <= 0.03
-
-
-def test_bert_and_gpt2_presets_from_the_same_blocks():
-    bert, gpt2 = tl.TransformerConfig.preset("bert-base"), tl.TransformerConfig.preset("gpt2-small")
-    n_bert, n_gpt2 = tl.count_parameters(bert), tl.count_parameters(gpt2)
-    print(f"bert-base: {n_bert:,}; gpt2-small: {n_gpt2:,}")
-    # BertModel has 109,482,240 (with its pooler); our masked-LM head adds its 30,522 biases
-    assert n_bert == 109_482_240 + 30_522
-    assert n_gpt2 == 124_439_808  # exactly GPT-2 small
-    parts = tl.count_parameters(bert, by_module=True)
-    assert parts == {"encoder": 108_891_648, "generator": 30_522, "pooler": 590_592}
-
-
-def test_count_parameters_counts_shared_weights_once():
-    model = tl.Transformer(small_config(src_vocab_size=13, share_embeddings=True))
-    total = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-    assert tl.count_parameters(model) == total
-    naive = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
-    assert naive - total == 2 * 13 * D  # a naive count sees the tied matrix three times
-    parts = tl.count_parameters(model, by_module=True)
-    assert sum(parts.values()) == total and parts["generator"] == 13  # only its bias is its own
-    with pytest.raises(TypeError, match="model must be an nn.Module or a TransformerConfig"):
-        tl.count_parameters("base")
-
-
-def test_config_presets_and_errors():
-    tiny = tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=9)
-    assert (tiny.src_vocab_size, tiny.tgt_vocab_size) == (7, 9)
-    names = set(tl.TransformerConfig.preset_names())
-    assert names >= {"base", "big", "tiny", "small", "bert-base", "gpt2-small"}
-    assert dataclasses.is_dataclass(tiny)
-    with pytest.raises(ValueError, match="name must be one of"):
-        tl.TransformerConfig.preset("huge")
-    with pytest.raises(TypeError, match=r"unknown \['heads'\]"):
-        tl.TransformerConfig.preset("tiny", heads=3)
-    with pytest.raises(ValueError, match="divisible by num_heads, got d_model=30 and num_heads=4"):
-        tl.TransformerConfig(d_model=30, num_heads=4)
-    with pytest.raises(ValueError, match="share_embeddings=True needs one vocabulary"):
-        tl.TransformerConfig(src_vocab_size=10, tgt_vocab_size=12, share_embeddings=True)
-    with pytest.raises(ValueError, match="num_layers must be a positive integer, got 0"):
-        tl.TransformerConfig(num_layers=0)
-    with pytest.raises(TypeError, match="norm_first must be True or False"):
-        tl.TransformerConfig(norm_first=None)
-    with pytest.raises(ValueError, match="architecture must be one of"):
-        tl.TransformerConfig(architecture="encoder")
-    with pytest.raises(ValueError, match="Transformer needs config.architecture='encoder-decoder'"):
-        tl.Transformer(tl.TransformerConfig.preset("gpt-tiny"))
-    with pytest.raises(TypeError, match="config must be a TransformerConfig, got dict"):
-        tl.Transformer({"d_model": 8})
-
-
-# --------------------------------------------------------------------------- encoder-only, decoder-only
+# --------------------------------------------------------------------------- one-stack models, factory, counts
 
 
 def test_encoder_only_model_bert_tiny():
@@ -322,7 +197,9 @@ def test_encoder_only_model_bert_tiny():
     logp = model(tokens, tl.padding_mask(tokens, 0), types)
     assert logp.shape == (2, 10, 32)
     assert model.pool(model.encode(tokens)).shape == (2, 64)
-    assert model.attention_maps().shape == (2, 4, 10, 10)
+    maps = model.get_attention_maps(tokens, token_types=types)
+    assert maps.shape == (2, 2, 4, 10, 10)
+    torch.testing.assert_close(maps, model.encoder.get_attention_maps(tokens, None, types))
 
 
 def test_decoder_only_model_is_causal_and_matches_torch_encoder_stack():
@@ -338,3 +215,26 @@ def test_decoder_only_model_is_causal_and_matches_torch_encoder_stack():
     assert isinstance(theirs, nn.TransformerEncoder) and theirs.norm is not None
     ref = theirs(model.decoder.embed(tokens), mask=~tl.causal_mask(9))
     assert rel_err(model.decoder(tokens, tgt_mask=tl.causal_mask(9)), ref) <= 1e-5
+    maps = model.get_attention_maps(tokens)
+    assert maps.shape == (2, 2, 4, 9, 9) and torch.all(maps.triu(1) == 0)
+
+
+def test_build_model_picks_the_class_of_the_architecture():
+    for name, cls in (("tiny", tl.Transformer), ("bert-tiny", tl.EncoderOnlyModel), ("gpt-tiny", tl.DecoderOnlyModel)):
+        assert type(tl.build_model(tl.TransformerConfig.preset(name))) is cls
+    with pytest.raises(TypeError, match=r"config must be a TransformerConfig.*str"):
+        tl.build_model("tiny")
+
+
+def test_count_parameters_counts_shared_weights_once():
+    model = tl.Transformer(small_config(src_vocab_size=13, share_embeddings=True))
+    total = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    assert tl.count_parameters(model) == total
+    naive = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert naive - total == 2 * 13 * D  # a naive count sees the tied matrix three times
+    parts = tl.count_parameters(model, by_module=True)
+    assert sum(parts.values()) == total and parts["generator"] == 13  # only its bias is its own
+    with pytest.raises(TypeError, match=r"model must be an nn.Module or a TransformerConfig.*str"):
+        tl.count_parameters("base")
+    with pytest.raises(TypeError, match=r"by_module.*True or False"):
+        tl.count_parameters(model, by_module=1)

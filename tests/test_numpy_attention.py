@@ -100,7 +100,7 @@ class TestSoftmax:
 
     @pytest.mark.parametrize("axis", [2, -3, 7])
     def test_bad_axis_raises(self, axis):
-        with pytest.raises(ValueError, match=r"axis must be in \[-2, 1\] .*\(2, 3\).*got " + str(axis)):
+        with pytest.raises(ValueError, match=r"axis .*in \[-2, 1\] .*\(2, 3\).*got " + str(axis)):
             tl.softmax(np.zeros((2, 3)), axis=axis)
 
     def test_nan_raises(self):
@@ -108,11 +108,11 @@ class TestSoftmax:
             tl.softmax(np.array([0.0, np.nan]))
 
     def test_tensor_raises(self):
-        with pytest.raises(TypeError, match=r"x must be a numpy array, got a torch.Tensor"):
+        with pytest.raises(TypeError, match=r"x .*numpy array.*a torch.Tensor"):
             tl.softmax(torch.zeros(3))
 
     def test_non_numeric_raises(self):
-        with pytest.raises(TypeError, match=r"x must hold numbers, got dtype <U"):
+        with pytest.raises(TypeError, match=r"x .*numbers.*<U"):
             tl.softmax(["a", "b"])
         with pytest.raises(TypeError, match=r"x must"):
             tl.softmax([[1.0, 2.0], [3.0]])  # ragged
@@ -175,13 +175,13 @@ class TestCosineSimilarity:
         assert (np.abs(S) <= 1.0).all()
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"A must have shape \(n, d\), got shape \(3,\)"):
+        with pytest.raises(ValueError, match=r"A .*\(n, d\).*\(3,\)"):
             tl.cosine_similarity(np.zeros(3))
-        with pytest.raises(ValueError, match=r"B must have shape \(m, d\), got shape \(1, 2, 3\)"):
+        with pytest.raises(ValueError, match=r"B .*\(m, d\).*\(1, 2, 3\)"):
             tl.cosine_similarity(np.zeros((2, 3)), np.zeros((1, 2, 3)))
-        with pytest.raises(ValueError, match=r"feature sizes of A and B \(d\) must match, got 3 and 4"):
+        with pytest.raises(ValueError, match=r"feature sizes of A and B \(d\).*3 and 4"):
             tl.cosine_similarity(np.zeros((2, 3)), np.zeros((2, 4)))
-        with pytest.raises(TypeError, match=r"B must be a numpy array"):
+        with pytest.raises(TypeError, match=r"B .*numpy array"):
             tl.cosine_similarity(np.zeros((2, 3)), torch.zeros(2, 3))
 
 
@@ -213,7 +213,7 @@ class TestCosineAttention:
         np.testing.assert_allclose(W[0], [0.5, 0.5])
 
     def test_error(self):
-        with pytest.raises(ValueError, match=r"X must have shape \(n, d\), got shape \(2, 3, 4\)"):
+        with pytest.raises(ValueError, match=r"X .*\(n, d\).*\(2, 3, 4\)"):
             tl.cosine_attention(np.zeros((2, 3, 4)))
 
 
@@ -317,28 +317,28 @@ class TestAttention:
 
     def test_errors(self):
         Q, K, V = np.zeros((3, 4)), np.zeros((5, 4)), np.zeros((5, 2))
-        with pytest.raises(ValueError, match=r"K must have shape \(\.\.\., k_len, d_k\), got shape \(4,\)"):
+        with pytest.raises(ValueError, match=r"K .*\(\.\.\., k_len, d_k\).*\(4,\)"):
             tl.attention(Q, np.zeros(4), V)
-        with pytest.raises(ValueError, match=r"V must have shape \(\.\.\., k_len, d_v\), got shape \(5,\)"):
+        with pytest.raises(ValueError, match=r"V .*\(\.\.\., k_len, d_v\).*\(5,\)"):
             tl.attention(Q, K, np.zeros(5))
-        with pytest.raises(ValueError, match=r"last dimensions of Q and K \(d_k\) must match, got 3 and 4"):
+        with pytest.raises(ValueError, match=r"last dimensions of Q and K \(d_k\).*3 and 4"):
             tl.attention(np.zeros((3, 3)), K, V)
-        with pytest.raises(ValueError, match=r"key and value counts of K and V \(k_len\) must match, got 5 and 6"):
+        with pytest.raises(ValueError, match=r"key and value counts of K and V \(k_len\).*5 and 6"):
             tl.attention(Q, K, np.zeros((6, 2)))
-        with pytest.raises(TypeError, match=r"mask must be boolean .*got dtype int64"):
+        with pytest.raises(TypeError, match=r"mask .*boolean .*int64"):
             tl.attention(Q, K, V, mask=np.ones((3, 5), dtype=np.int64))
-        with pytest.raises(TypeError, match=r"mask must be boolean .*got dtype float64"):
+        with pytest.raises(TypeError, match=r"mask .*boolean .*float64"):
             tl.attention(Q, K, V, mask=np.ones((3, 5)))
-        with pytest.raises(ValueError, match=r"mask of shape \(3, 4\) does not broadcast to .*\(3, 5\)"):
+        with pytest.raises(ValueError, match=r"mask .*\(3, 4\).*broadcast.*\(3, 5\)"):
             tl.attention(Q, K, V, mask=np.ones((3, 4), dtype=bool))
-        with pytest.raises(ValueError, match=r"mask of shape \(2, 3, 5\) does not broadcast"):
+        with pytest.raises(ValueError, match=r"mask .*\(2, 3, 5\).*broadcast"):
             tl.attention(Q, K, V, mask=np.ones((2, 3, 5), dtype=bool))  # would grow the output
-        with pytest.raises(ValueError, match=r"mask of shape \(2, 5\) does not broadcast to .* = \(1, 5\)"):
+        with pytest.raises(ValueError, match=r"mask .*\(2, 5\).*broadcast.* = \(1, 5\)"):
             tl.attention(Q[:1], K, V, mask=np.ones((2, 5), dtype=bool))  # one query, two mask rows
-        with pytest.raises(TypeError, match=r"Q must be a numpy array"):
+        with pytest.raises(TypeError, match=r"Q .*numpy array"):
             tl.attention(torch.zeros(3, 4), K, V)
         for bad in (0, -1.0, "big", None):
-            with pytest.raises(ValueError, match=r"scale must be True, False or a positive number"):
+            with pytest.raises(ValueError, match=r"scale .*True, False or a positive number"):
                 tl.attention(Q, K, V, scale=bad)
 
 
@@ -404,25 +404,25 @@ class TestAdditiveAttention:
         def call(**changes):
             return tl.additive_attention(**{**args, **changes})
 
-        with pytest.raises(ValueError, match=r"s must have shape \(d_s,\) or \(m, d_s\), got shape \(1, 1, 3\)"):
+        with pytest.raises(ValueError, match=r"s .*\(d_s,\) or \(m, d_s\).*\(1, 1, 3\)"):
             call(s=np.zeros((1, 1, 3)))
-        with pytest.raises(ValueError, match=r"H must have shape \(n, d_h\), got shape \(4,\)"):
+        with pytest.raises(ValueError, match=r"H .*\(n, d_h\).*\(4,\)"):
             call(H=np.zeros(4))
-        with pytest.raises(ValueError, match=r"W_s must have shape \(d_a, d_s\), got shape \(3,\)"):
+        with pytest.raises(ValueError, match=r"W_s .*\(d_a, d_s\).*\(3,\)"):
             call(W_s=np.zeros(3))
-        with pytest.raises(ValueError, match=r"W_h must have shape \(d_a, d_h\)"):
+        with pytest.raises(ValueError, match=r"W_h .*\(d_a, d_h\)"):
             call(W_h=np.zeros((5, 4, 1)))
-        with pytest.raises(ValueError, match=r"v must have shape \(d_a,\), got shape \(5, 1\)"):
+        with pytest.raises(ValueError, match=r"v .*\(d_a,\).*\(5, 1\)"):
             call(v=np.zeros((5, 1)))
-        with pytest.raises(ValueError, match=r"W_s's columns and the size of s \(d_s\) must match, got 3 and 2"):
+        with pytest.raises(ValueError, match=r"W_s's columns and the size of s \(d_s\).*3 and 2"):
             call(s=np.zeros(2))
-        with pytest.raises(ValueError, match=r"W_h's columns .* \(d_h\) must match, got 4 and 7"):
+        with pytest.raises(ValueError, match=r"W_h's columns .* \(d_h\).*4 and 7"):
             call(H=np.zeros((6, 7)))
-        with pytest.raises(ValueError, match=r"rows of W_s and W_h \(d_a\) must match, got 2 and 5"):
+        with pytest.raises(ValueError, match=r"rows of W_s and W_h \(d_a\).*2 and 5"):
             call(W_s=np.zeros((2, 3)))
-        with pytest.raises(ValueError, match=r"length of v and the rows of W_h \(d_a\) must match, got 3 and 5"):
+        with pytest.raises(ValueError, match=r"length of v and the rows of W_h \(d_a\).*3 and 5"):
             call(v=np.zeros(3))
-        with pytest.raises(TypeError, match=r"v must be a numpy array"):
+        with pytest.raises(TypeError, match=r"v .*numpy array"):
             call(v=torch.zeros(5))
 
 

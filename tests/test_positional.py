@@ -32,9 +32,9 @@ class TestFrequencies:
         np.testing.assert_allclose(tl.frequencies(4, base=100.0), [1.0, 0.1])
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"d_model must be even \(sine and cosine come in pairs\), got 5"):
+        with pytest.raises(ValueError, match=r"d_model .*even \(sine and cosine come in pairs\).*5"):
             tl.frequencies(5)
-        with pytest.raises(ValueError, match=r"d_model must be a positive integer, got 0"):
+        with pytest.raises(ValueError, match=r"d_model .*positive integer.*0"):
             tl.frequencies(0)
 
 
@@ -65,11 +65,11 @@ class TestSinusoidalEncoding:
     @pytest.mark.parametrize(
         ("args", "exc", "pattern"),
         [
-            ((10, 7), ValueError, r"d_model must be even \(sine and cosine come in pairs\), got 7"),
-            ((10, 0), ValueError, r"d_model must be a positive integer, got 0"),
-            ((0, 8), ValueError, r"num_positions must be a positive integer, got 0"),
-            ((2.0, 8), TypeError, r"num_positions must be a positive integer, got float"),
-            ((10, "8"), TypeError, r"d_model must be a positive integer, got str"),
+            ((10, 7), ValueError, r"d_model .*even \(sine and cosine come in pairs\).*7"),
+            ((10, 0), ValueError, r"d_model .*positive integer.*0"),
+            ((0, 8), ValueError, r"num_positions .*positive integer.*0"),
+            ((2.0, 8), TypeError, r"num_positions .*positive integer.*float"),
+            ((10, "8"), TypeError, r"d_model .*positive integer.*str"),
         ],
     )
     def test_errors(self, args, exc, pattern):
@@ -153,9 +153,9 @@ class TestOffsetMatrix:
         np.testing.assert_allclose(A @ B, tl.offset_matrix(8, 16), atol=1e-13)
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"d_model must be even .*got 9"):
+        with pytest.raises(ValueError, match=r"d_model .*even .*got 9"):
             tl.offset_matrix(1, 9)
-        with pytest.raises(TypeError, match=r"phi must be a real number"):
+        with pytest.raises(TypeError, match=r"phi .*real number"):
             tl.offset_matrix("1", 8)
 
 
@@ -232,20 +232,20 @@ class TestPositionalEncoding:
         torch.testing.assert_close(module(x), clean)
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"d_model must be even .*got 15"):
+        with pytest.raises(ValueError, match=r"d_model .*even .*got 15"):
             tl.PositionalEncoding(15)
-        with pytest.raises(ValueError, match=r"max_len must be a positive integer, got 0"):
+        with pytest.raises(ValueError, match=r"max_len .*positive integer.*0"):
             tl.PositionalEncoding(16, max_len=0)
-        with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 2"):
+        with pytest.raises(ValueError, match=r"dropout .*in \[0, 1\).*2"):
             tl.PositionalEncoding(16, dropout=2)
         module = tl.PositionalEncoding(16, max_len=10)
         with pytest.raises(ValueError, match=r"x has 11 positions, more than max_len=10"):
             module(torch.zeros(1, 11, 16))
-        with pytest.raises(ValueError, match=r"x must have shape \(batch, seq, d_model=16\), got shape \(5, 16\)"):
+        with pytest.raises(ValueError, match=r"x .*\(batch, seq, d_model=16\).*\(5, 16\)"):
             module(torch.zeros(5, 16))
-        with pytest.raises(ValueError, match=r"x must have shape \(batch, seq, d_model=16\), got shape \(2, 5, 8\)"):
+        with pytest.raises(ValueError, match=r"x .*\(batch, seq, d_model=16\).*\(2, 5, 8\)"):
             module(torch.zeros(2, 5, 8))
-        with pytest.raises(TypeError, match=r"x must be a floating-point tensor, got dtype torch.int64"):
+        with pytest.raises(TypeError, match=r"x .*floating-point tensor.*torch.int64"):
             module(torch.zeros(2, 5, 16, dtype=torch.long))
 
 
@@ -272,16 +272,16 @@ class TestLearnedPositionalEmbedding:
         assert module(torch.zeros(1, 3, 2, dtype=torch.float64)).dtype == torch.float64
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"max_len must be a positive integer, got -1"):
+        with pytest.raises(ValueError, match=r"max_len .*positive integer.*-1"):
             tl.LearnedPositionalEmbedding(-1, 4)
-        with pytest.raises(TypeError, match=r"d_model must be a positive integer, got float"):
+        with pytest.raises(TypeError, match=r"d_model .*positive integer.*float"):
             tl.LearnedPositionalEmbedding(8, 4.0)
         module = tl.LearnedPositionalEmbedding(8, 4)
         with pytest.raises(ValueError, match=r"x has 9 positions, more than max_len=8"):
             module(torch.zeros(2, 9, 4))
-        with pytest.raises(ValueError, match=r"x must have shape \(batch, seq, d_model=4\)"):
+        with pytest.raises(ValueError, match=r"x .*\(batch, seq, d_model=4\)"):
             module(torch.zeros(2, 3, 5))
-        with pytest.raises(TypeError, match=r"x must be a torch.Tensor, got ndarray"):
+        with pytest.raises(TypeError, match=r"x .*torch.Tensor.*ndarray"):
             module(np.zeros((2, 3, 4)))
 
 
@@ -367,17 +367,17 @@ class TestApplyRotary:
         torch.testing.assert_close(tl.apply_rotary(x, [0, 1, 2]), tl.apply_rotary(x))  # a list is fine too
 
     def test_errors(self):
-        with pytest.raises(ValueError, match=r"x's last dimension d must be even .*got 5"):
+        with pytest.raises(ValueError, match=r"x's last dimension d .*even .*got 5"):
             tl.apply_rotary(torch.randn(3, 5))
-        with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., seq, d\), got shape \(4,\)"):
+        with pytest.raises(ValueError, match=r"x .*\(\.\.\., seq, d\).*\(4,\)"):
             tl.apply_rotary(torch.randn(4))
-        with pytest.raises(ValueError, match=r"positions must have shape \(seq,\) = \(3,\), got \(4,\)"):
+        with pytest.raises(ValueError, match=r"positions .*\(seq,\) = \(3,\).*\(4,\)"):
             tl.apply_rotary(torch.randn(3, 4), torch.arange(4))
-        with pytest.raises(ValueError, match=r"positions must have shape \(seq,\) = \(3,\), got \(1, 3\)"):
+        with pytest.raises(ValueError, match=r"positions .*\(seq,\) = \(3,\).*\(1, 3\)"):
             tl.apply_rotary(torch.randn(3, 4), torch.arange(3)[None])
-        with pytest.raises(TypeError, match=r"x must be a floating-point tensor"):
+        with pytest.raises(TypeError, match=r"x .*floating-point tensor"):
             tl.apply_rotary(torch.ones(3, 4, dtype=torch.long))
-        with pytest.raises(TypeError, match=r"x must be a torch.Tensor, got ndarray"):
+        with pytest.raises(TypeError, match=r"x .*torch.Tensor.*ndarray"):
             tl.apply_rotary(np.ones((3, 4)))
 
 

@@ -168,7 +168,7 @@ def test_misshaped_tensor_is_named(model_dir, tmp_path):
         t["encoder.layer.0.attention.self.query.weight"] = t["encoder.layer.0.attention.self.query.weight"][:, :100]
 
     path = _copy_with(model_dir, tmp_path, shrink)
-    with pytest.raises(ValueError, match=r"'encoder\.layer\.0\.attention\.self\.query\.weight' must have shape "
+    with pytest.raises(ValueError, match=r"'encoder\.layer\.0\.attention\.self\.query\.weight' .*"
                                          r"\(384, 384\).*got \(384, 100\)"):
         tl.load_pretrained_encoder(path)
 

@@ -94,7 +94,7 @@ class TestBiRNNEncoder:
         enc = BiRNNEncoder(vocab_size=10, d_emb=6, d_hidden=5)
         with pytest.raises(ValueError, match="only of padding"):
             enc(torch.tensor([[PAD, PAD]]))
-        with pytest.raises(ValueError, match=r"ids in \[0, 9\]"):
+        with pytest.raises(ValueError, match=r"src .*\[0, 10\).*3 to 12"):
             enc(torch.tensor([[3, 12]]))
         with pytest.raises(TypeError, match="integer token ids"):
             enc(torch.zeros(1, 3))
@@ -134,14 +134,42 @@ class TestBahdanauSeq2Seq:
                                     **model.attention.numpy_params())
         np.testing.assert_allclose(out.weights[0].detach().numpy(), ref.weights, rtol=1e-10)
 
-    def test_greedy_decode_agrees_with_teacher_forcing_on_its_own_output(self):
+    def test_decode_is_log_softmax_of_teacher_forcing(self):
         model = BahdanauSeq2Seq(9, 9, d_emb=8, d_hidden=12, d_attn=10)
         src = torch.tensor([[3, 4, 5, 6], [7, 8, 3, PAD]])
-        tr = model.greedy_decode(src, BOS, EOS, max_len=5)
-        tgt_in = torch.cat([torch.full((2, 1), BOS), tr.ids[:, :-1]], dim=1)
-        forced = model(src, tgt_in)
-        assert torch.equal(forced.logits.argmax(-1)[:, 0], tr.ids[:, 0])
-        torch.testing.assert_close(forced.weights, tr.weights)
+        tgt = torch.tensor([[BOS, 3, 4], [BOS, 5, 5]])
+        memory = model.encode(src)
+        log_probs = model.decode(tgt, memory, tl.padding_mask(src, PAD), tl.causal_mask(3))
+        torch.testing.assert_close(log_probs, torch.log_softmax(model(src, tgt).logits, dim=-1))
+        # the source mask given is the one used: without it the pad is attended to
+        assert not torch.allclose(model.decode(tgt, memory)[1], log_probs[1])
+        with pytest.raises(ValueError, match=r"tgt_mask .*later"):
+            model.decode(tgt, memory, tgt_mask=torch.ones(3, 3, dtype=torch.bool))
+        with pytest.raises(ValueError, match=r"memory .*\(batch, src_len, 2 d_hidden=24\)"):
+            model.decode(tgt, memory[..., :5])
+
+    def test_greedy_decode_follows_the_library_contract(self):
+        model = BahdanauSeq2Seq(9, 9, d_emb=8, d_hidden=12, d_attn=10)
+        src = torch.tensor([[3, 4, 5, 6], [7, 8, 3, PAD]])
+        ids = tl.greedy_decode(model, src, max_len=5, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+        assert ids.shape[0] == 2 and ids.shape[1] <= 5 and BOS not in ids[:, 0].tolist()
+        # each token is the argmax after the tokens before it, run step by step with the cell
+        with torch.no_grad():
+            H, mask = model.encoder(src)
+            s, y = model.initial_state(H), torch.full((2,), BOS)
+            for t in range(ids.shape[1]):
+                logits, s, _ = model.step(y, s, H, mask)
+                y = logits.argmax(-1)
+                for b in range(2):
+                    if EOS not in ids[b, :t].tolist():  # rows still going: the argmax; after <eos>: pads
+                        assert ids[b, t] == y[b]
+                    else:
+                        assert ids[b, t] == PAD
+        # teacher forcing on its own output gives the weights and states of that translation
+        tgt_in = torch.cat([torch.full((2, 1), BOS), ids[:, :-1]], dim=1)
+        row = ids[0].tolist()
+        n = row.index(EOS) + 1 if EOS in row else len(row)  # up to its <eos>; pads after it
+        assert torch.equal(model(src, tgt_in).logits.argmax(-1)[0, :n], ids[0, :n])
 
     @pytest.mark.slow
     def test_learns_to_reverse(self):
@@ -164,10 +192,13 @@ class TestBahdanauSeq2Seq:
             loss.backward()
             opt.step()
         src, tgt_in, tgt_out = _reverse_task(100, generator)
-        tr = model.greedy_decode(src, BOS, EOS, max_len=6)
+        ids = tl.greedy_decode(model, src, max_len=6, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+        ids = torch.nn.functional.pad(ids, (0, 6 - ids.shape[1]), value=PAD)  # (100, 6), as tgt_out
         real = tgt_out != PAD
-        accuracy = (tr.ids == tgt_out)[real].float().mean()
+        accuracy = (ids == tgt_out)[real].float().mean()
         assert accuracy > 0.95
         # the alignment of a reversal is the anti-diagonal
+        with torch.no_grad():
+            weights = model(src, torch.cat([torch.full((100, 1), BOS), ids[:, :-1]], dim=1)).weights
         n = int((src[0] != PAD).sum())
-        assert tr.weights[0, :n, :n].argmax(-1).tolist() == list(range(n - 1, -1, -1))
+        assert weights[0, :n, :n].argmax(-1).tolist() == list(range(n - 1, -1, -1))

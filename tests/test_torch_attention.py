@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from torch import nn
 
 import transformer_lib as tl
-from transformer_lib import _checks
 from transformer_lib.interop import torch_attn_mask
 
 DTYPES = [torch.float32, torch.float64]
@@ -68,7 +67,7 @@ class TestCausalMask:
 
     @pytest.mark.parametrize(("n", "exc"), [(0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError)])
     def test_errors(self, n, exc):
-        with pytest.raises(exc, match=r"n must be a positive integer"):
+        with pytest.raises(exc, match=r"n .*positive integer"):
             tl.causal_mask(n)
 
 
@@ -87,17 +86,17 @@ class TestPaddingMask:
         torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, 5))
 
     def test_errors(self):
-        with pytest.raises(TypeError, match=r"tokens must be a torch.Tensor of token ids, got list"):
+        with pytest.raises(TypeError, match=r"tokens .*torch.Tensor of token ids.*list"):
             tl.padding_mask([[1, 2]], 0)
-        with pytest.raises(TypeError, match=r"tokens must hold integer token ids, got dtype torch.float32"):
+        with pytest.raises(TypeError, match=r"tokens .*integer token ids.*torch.float32"):
             tl.padding_mask(torch.zeros(2, 3), 0)
-        with pytest.raises(TypeError, match=r"tokens must hold integer token ids, got dtype torch.bool"):
+        with pytest.raises(TypeError, match=r"tokens .*integer token ids.*torch.bool"):
             tl.padding_mask(torch.zeros(2, 3, dtype=torch.bool), 0)
-        with pytest.raises(ValueError, match=r"tokens must have shape \(batch, seq\), got shape \(3,\)"):
+        with pytest.raises(ValueError, match=r"tokens .*\(batch, seq\).*\(3,\)"):
             tl.padding_mask(torch.zeros(3, dtype=torch.long), 0)
-        with pytest.raises(TypeError, match=r"pad_id must be an int, got float 0.0"):
+        with pytest.raises(TypeError, match=r"pad_id .*int.*float 0.0"):
             tl.padding_mask(torch.zeros(2, 3, dtype=torch.long), 0.0)
-        with pytest.raises(TypeError, match=r"pad_id must be an int, got bool"):
+        with pytest.raises(TypeError, match=r"pad_id .*int.*bool"):
             tl.padding_mask(torch.zeros(2, 3, dtype=torch.long), False)
 
 
@@ -225,39 +224,39 @@ class TestScaledDotProductAttention:
     def test_errors(self):
         q, k, v = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2)
         sdpa = tl.scaled_dot_product_attention
-        with pytest.raises(TypeError, match=r"q must be a torch.Tensor, got ndarray"):
+        with pytest.raises(TypeError, match=r"q .*torch.Tensor.*ndarray"):
             sdpa(q.numpy(), k, v)
-        with pytest.raises(TypeError, match=r"k must be a floating-point tensor, got dtype torch.int64"):
+        with pytest.raises(TypeError, match=r"k .*floating-point tensor.*torch.int64"):
             sdpa(q, k.long(), v)
-        with pytest.raises(ValueError, match=r"q must have shape \(\.\.\., q_len, d\), got shape \(4,\)"):
+        with pytest.raises(ValueError, match=r"q .*\(\.\.\., q_len, d\).*\(4,\)"):
             sdpa(torch.randn(4), k, v)
-        with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., k_len, d\), got shape \(5,\)"):
+        with pytest.raises(ValueError, match=r"v .*\(\.\.\., k_len, d\).*\(5,\)"):
             sdpa(q, k, torch.randn(5))
-        with pytest.raises(ValueError, match=r"last dimensions of q and k \(d_k\) must match, got 3 and 4"):
+        with pytest.raises(ValueError, match=r"last dimensions of q and k \(d_k\).*3 and 4"):
             sdpa(torch.randn(3, 3), k, v)
-        with pytest.raises(ValueError, match=r"key and value counts of k and v \(k_len\) must match, got 5 and 4"):
+        with pytest.raises(ValueError, match=r"key and value counts of k and v \(k_len\).*5 and 4"):
             sdpa(q, k, torch.randn(4, 2))
-        with pytest.raises(TypeError, match=r"q, k and v must share a dtype"):
+        with pytest.raises(TypeError, match=r"q, k and v .*dtype"):
             sdpa(q.double(), k, v)
-        allowed = r"mask must be boolean \(True where attention is allowed\), "
-        with pytest.raises(TypeError, match=allowed + r"got dtype torch.float32"):
+        allowed = r"mask .*boolean.*"
+        with pytest.raises(TypeError, match=allowed + r"torch.float32"):
             sdpa(q, k, v, mask=torch.ones(3, 5))
-        with pytest.raises(TypeError, match=r"mask must be boolean.*got dtype torch.int64"):
+        with pytest.raises(TypeError, match=r"mask .*boolean.*torch.int64"):
             sdpa(q, k, v, mask=torch.ones(3, 5, dtype=torch.long))
-        no_broadcast = r"mask of shape \(3, 4\) does not broadcast to "
+        no_broadcast = r"mask .*\(3, 4\).*broadcast.*"
         with pytest.raises(ValueError, match=no_broadcast + r"\(\.\.\., q_len, k_len\) = \(3, 5\)"):
             sdpa(q, k, v, mask=torch.ones(3, 4, dtype=torch.bool))
-        with pytest.raises(ValueError, match=r"mask of shape \(2, 3, 5\) does not broadcast"):
+        with pytest.raises(ValueError, match=r"mask .*\(2, 3, 5\).*broadcast"):
             sdpa(q, k, v, mask=torch.ones(2, 3, 5, dtype=torch.bool))
-        with pytest.raises(ValueError, match=r"mask of shape \(2, 5\) does not broadcast to .* = \(1, 5\)"):
+        with pytest.raises(ValueError, match=r"mask .*\(2, 5\).*broadcast.* = \(1, 5\)"):
             sdpa(q[:1], k, v, mask=torch.ones(2, 5, dtype=torch.bool))  # one query, two mask rows
-        with pytest.raises(TypeError, match=r"mask must be a torch.Tensor .*, got list"):
+        with pytest.raises(TypeError, match=r"mask .*torch.Tensor .*list"):
             sdpa(q, k, v, mask=[[True] * 5] * 3)
-        with pytest.raises(TypeError, match=r"mask must be a torch.Tensor .*, got ndarray"):
+        with pytest.raises(TypeError, match=r"mask .*torch.Tensor .*ndarray"):
             sdpa(q, k, v, mask=np.ones((3, 5), dtype=bool))
-        with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), got 1.0"):
+        with pytest.raises(ValueError, match=r"dropout_p .*in \[0, 1\).*1.0"):
             sdpa(q, k, v, dropout_p=1.0)
-        with pytest.raises(TypeError, match=r"dropout_p must be a float in \[0, 1\), got str"):
+        with pytest.raises(TypeError, match=r"dropout_p .*float in \[0, 1\).*str"):
             sdpa(q, k, v, dropout_p="0.1")
 
 
@@ -291,13 +290,13 @@ class TestMultiHeadAttentionModule:
     @pytest.mark.parametrize(
         ("args", "exc", "pattern"),
         [
-            ((10, 3), ValueError, r"d_model must be divisible by num_heads, got d_model=10 and num_heads=3"),
-            ((0, 1), ValueError, r"d_model must be a positive integer, got 0"),
-            ((16.0, 4), TypeError, r"d_model must be a positive integer, got float"),
-            ((16, 0), ValueError, r"num_heads must be a positive integer, got 0"),
-            ((16, "4"), TypeError, r"num_heads must be a positive integer, got str"),
-            ((16, 4, 1.5), ValueError, r"dropout must be in \[0, 1\), got 1.5"),
-            ((16, 4, -0.1), ValueError, r"dropout must be in \[0, 1\), got -0.1"),
+            ((10, 3), ValueError, r"d_model .*divisible by num_heads.*d_model=10 and num_heads=3"),
+            ((0, 1), ValueError, r"d_model .*positive integer.*0"),
+            ((16.0, 4), TypeError, r"d_model .*positive integer.*float"),
+            ((16, 0), ValueError, r"num_heads .*positive integer.*0"),
+            ((16, "4"), TypeError, r"num_heads .*positive integer.*str"),
+            ((16, 4, 1.5), ValueError, r"dropout .*in \[0, 1\).*1.5"),
+            ((16, 4, -0.1), ValueError, r"dropout .*in \[0, 1\).*-0.1"),
         ],
     )
     def test_constructor_errors(self, args, exc, pattern):
@@ -307,26 +306,26 @@ class TestMultiHeadAttentionModule:
     def test_forward_errors(self):
         m = tl.MultiHeadAttention(8, 2)
         x, y = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
-        with pytest.raises(ValueError, match=r"query must have shape \(batch, seq, d_model=8\), got shape \(3, 8\)"):
+        with pytest.raises(ValueError, match=r"query .*\(batch, seq, d_model=8\).*\(3, 8\)"):
             m(x[0], x, x)
-        with pytest.raises(ValueError, match=r"key must have shape \(batch, seq, d_model=8\), got shape \(2, 5, 6\)"):
+        with pytest.raises(ValueError, match=r"key .*\(batch, seq, d_model=8\).*\(2, 5, 6\)"):
             m(x, torch.randn(2, 5, 6), y)
-        with pytest.raises(TypeError, match=r"value must be a torch.Tensor, got ndarray"):
+        with pytest.raises(TypeError, match=r"value .*torch.Tensor.*ndarray"):
             m(x, y, y.numpy())
-        with pytest.raises(TypeError, match=r"query must be a floating-point tensor"):
+        with pytest.raises(TypeError, match=r"query .*floating-point tensor"):
             m(x.long(), y, y)
-        with pytest.raises(ValueError, match=r"query, key and value must share the batch size, got 2, 1 and 1"):
+        with pytest.raises(ValueError, match=r"query, key and value .*the batch size.*2, 1 and 1"):
             m(x, y[:1], y[:1])
-        with pytest.raises(ValueError, match=r"sequence lengths of key and value must match, got 5 and 3"):
+        with pytest.raises(ValueError, match=r"sequence lengths of key and value.*5 and 3"):
             m(x, y, x)
-        with pytest.raises(TypeError, match=r"mask must be boolean"):
+        with pytest.raises(TypeError, match=r"mask .*boolean"):
             m(x, y, y, mask=torch.ones(3, 5))
-        no_broadcast = r"mask of shape \(3, 3\) does not broadcast to "
+        no_broadcast = r"mask .*\(3, 3\).*broadcast.*"
         with pytest.raises(ValueError, match=no_broadcast + r"\(batch, heads, q_len, k_len\) = \(2, 2, 3, 5\)"):
             m(x, y, y, mask=tl.causal_mask(3))
-        with pytest.raises(ValueError, match=r"mask of shape \(3, 1, 1, 5\) does not broadcast"):
+        with pytest.raises(ValueError, match=r"mask .*\(3, 1, 1, 5\).*broadcast"):
             m(x, y, y, mask=torch.ones(3, 1, 1, 5, dtype=torch.bool))
-        with pytest.raises(TypeError, match=r"mask must be a torch.Tensor"):
+        with pytest.raises(TypeError, match=r"mask .*torch.Tensor"):
             m(x, y, y, mask=np.ones((3, 5), dtype=bool))
 
     def test_hand_computation(self):
@@ -379,15 +378,21 @@ class TestMultiHeadAttentionModule:
         m = tl.MultiHeadAttention(16, 2, dropout=0.5)
         x = torch.randn(2, 8, 16)
         m.eval()
-        a, b = m(x, x, x), m(x, x, x, need_weights=False)
-        torch.testing.assert_close(a, b)
+        no_dropout = m(x, x, x)
+        torch.testing.assert_close(m(x, x, x, need_weights=False), no_dropout)  # both paths, no dropout
         m.train()
-        torch.manual_seed(1)
-        c = m(x, x, x)
-        assert not torch.allclose(a, c)
+        for need_weights in (True, False):
+            torch.manual_seed(1)
+            dropped = m(x, x, x, need_weights=need_weights)
+            # dropping half the weights moves the output far more than the two kernels' rounding (~1e-7)
+            gap = (dropped - no_dropout).abs().max().item()
+            assert gap > 0.05, (need_weights, gap)
+            # kept weights are scaled by 1 / (1 - p): on average the output is the no-dropout one
+            with torch.no_grad():
+                mean = torch.stack([m(x, x, x, need_weights=need_weights) for _ in range(400)]).mean(0)
+            torch.testing.assert_close(mean, no_dropout, rtol=0, atol=0.05)
+        m(x, x, x)
         assert_close(m.attention_weights.sum(-1), torch.ones(2, 2, 8))  # weights kept before dropout
-        torch.manual_seed(1)
-        assert not torch.allclose(a, m(x, x, x, need_weights=False))
 
     def test_module_transforms(self):
         m = tl.MultiHeadAttention(8, 2).double()
@@ -607,59 +612,3 @@ def test_sdpa_matches_numpy_and_pytorch(lead, q_len, k_len, d, seed, dtype):
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert_close(out[has_key], ref[has_key], dtype)
     assert (out[~has_key] == 0).all() and (w[~has_key] == 0).all()
-
-
-# --------------------------------------------------------------------------- the shared checks
-
-
-class TestChecks:
-    """transformer_lib._checks: the helpers behind every message above."""
-
-    def test_positive_int(self):
-        assert _checks.positive_int(np.int32(3), "n") == 3 and type(_checks.positive_int(np.int32(3), "n")) is int
-        with pytest.raises(ValueError, match=r"heads must be a positive integer, got -1"):
-            _checks.positive_int(-1, "heads")
-        with pytest.raises(TypeError, match=r"heads must be a positive integer, got NoneType None"):
-            _checks.positive_int(None, "heads")
-
-    def test_probability(self):
-        assert _checks.probability(0, "p") == 0.0 and _checks.probability(np.float32(0.5), "p") == 0.5
-        with pytest.raises(ValueError, match=r"p must be in \[0, 1\), got 1"):
-            _checks.probability(1, "p")
-        with pytest.raises(TypeError, match=r"p must be a float in \[0, 1\), got bool True"):
-            _checks.probability(True, "p")
-
-    def test_broadcastable(self):
-        assert _checks.broadcastable((1, 5), (3, 5))
-        assert _checks.broadcastable((5,), (2, 3, 5))
-        assert _checks.broadcastable((), (2, 3))
-        assert not _checks.broadcastable((3, 5), (1, 5))  # would grow the target
-        assert not _checks.broadcastable((2, 3, 5), (3, 5))
-        assert not _checks.broadcastable((4,), (3, 5))
-
-    def test_bool_mask(self):
-        mask = torch.ones(1, 5, dtype=torch.bool)
-        assert _checks.bool_mask(mask, "m", (3, 5), "(q, k)") is mask
-        assert _checks.bool_mask(np.ones(5, dtype=bool), "m", (3, 5), "(q, k)") is not None
-        with pytest.raises(TypeError, match=r"m must be a boolean array or tensor, got list"):
-            _checks.bool_mask([True], "m", (3, 5), "(q, k)")
-        with pytest.raises(ValueError, match=r"m of shape \(4,\) does not broadcast to \(q, k\) = \(3, 5\)"):
-            _checks.bool_mask(torch.ones(4, dtype=torch.bool), "m", (3, 5), "(q, k)")
-
-    def test_float_tensor_and_shapes(self):
-        x = torch.zeros(2, 3)
-        assert _checks.float_tensor(x, "x") is x
-        assert _checks.shape_of(np.zeros((2, 3))) == (2, 3) and _checks.shape_of(x) == (2, 3)
-        _checks.ndim_exactly(x, 2, "x", "(a, b)")
-        _checks.ndim_at_least(x, 1, "x", "(..., b)")
-        with pytest.raises(ValueError, match=r"x must have shape \(a, b, c\), got shape \(2, 3\)"):
-            _checks.ndim_exactly(x, 3, "x", "(a, b, c)")
-        with pytest.raises(ValueError, match=r"sizes of a and b must match, got 2 and 3"):
-            _checks.same_size(2, 3, "sizes of a and b")
-
-    def test_as_float_array(self):
-        assert _checks.as_float_array([1, 2], "a").dtype == np.float64
-        assert _checks.as_float_array(np.ones(2, dtype=np.float32), "a").dtype == np.float32
-        assert _checks.as_float_array(np.array([True, False]), "a").dtype == np.float64
-        with pytest.raises(TypeError, match=r"a must hold numbers, got dtype object"):
-            _checks.as_float_array(np.array([{}, 1], dtype=object), "a")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import pathlib
-
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
@@ -171,19 +168,6 @@ class TestPlotCurve:
     def test_error(self):
         with pytest.raises(ValueError, match=r"values must be one-dimensional .*got shape \(2, 2\)"):
             viz.plot_curve(np.zeros((2, 2)))
-
-
-def test_core_never_imports_plotting_or_widgets():
-    package = pathlib.Path(tl.__file__).parent
-    for name in ("_checks", "numpy_attention", "attention", "positional", "interop"):
-        tree = ast.parse((package / f"{name}.py").read_text())
-        imported = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                imported |= {node.module or ""} | {alias.name for alias in node.names}
-        assert not imported & {"viz", "widgets", "matplotlib", "matplotlib.pyplot", "ipywidgets"}, name
 
 
 # --------------------------------------------------------------------------- widgets

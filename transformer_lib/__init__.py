@@ -12,7 +12,13 @@ Glossary (used in code and prose alike): ``d_model`` width of the token vectors;
 ``num_heads`` (h) heads; ``d_k = d_v = d_model / h`` per-head width; ``d_ff`` width of the
 feed-forward layer; ``num_layers`` (N) stacked layers; ``W_q, W_k, W_v, W_o`` the
 projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder's output;
-``src_mask``/``tgt_mask`` boolean masks, True where attention is allowed.
+``src_mask``/``tgt_mask`` boolean masks, True where attention is allowed. A mask of
+``None`` means: no mask for ``src_mask`` (and in a single layer), the causal mask for
+``tgt_mask`` in the decoder stack and the models (``Decoder``, ``Transformer``,
+``DecoderOnlyModel``), which never see the future unless a given mask lets them; a given
+mask is used as it is. Models return log-probabilities (log-softmax), never logits.
+``get_attention_maps(...)`` on a stack or model runs a forward pass made for reading the
+attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward passes keep none.
 """
 
 from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
@@ -20,18 +26,12 @@ from .data import Batch, Seq2SeqDataset, Vocab, make_batch, make_splits, make_ta
 from .decoding import beam_search, generate, greedy_decode, length_penalty
 from .interop import from_torch, to_torch
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
-from .model import (
-    Decoder,
-    DecoderOnlyModel,
-    Embeddings,
-    Encoder,
-    EncoderOnlyModel,
-    Generator,
-    Transformer,
-    TransformerConfig,
-    build_model,
-    count_parameters,
-)
+from .config import TransformerConfig
+from .embeddings import Embeddings
+from .lm import DecoderOnlyModel, EncoderOnlyModel
+from .model import build_model, count_parameters
+from .stacks import Decoder, Encoder
+from .transformer import Generator, Transformer, init_weights
 from .numpy_attention import (
     AdditiveAttention,
     additive_attention,
@@ -101,6 +101,7 @@ __all__ = [
     "TransformerConfig",
     "build_model",
     "count_parameters",
+    "init_weights",
     "AdditiveAttention",
     "BahdanauAttention",
     "BahdanauSeq2Seq",

@@ -8,56 +8,49 @@
 
 Encoder-decoder decoding needs only two methods of the model: ``encode(src, src_mask)``
 -> ``memory`` and ``decode(tgt, memory, src_mask, tgt_mask)`` -> log-probabilities
-``(batch, tgt_len, vocab)``, as :class:`~transformer_lib.model.Transformer` has. Both
-stop a sequence at ``<eos>``; outputs are ``(batch, out_len)`` ids without ``<bos>``,
-ending with ``<eos>`` when one was produced and padded with ``pad_id`` after it.
+``(batch, tgt_len, vocab)``, as :class:`~transformer_lib.transformer.Transformer` and
+the recurrent :class:`~transformer_lib.rnn.BahdanauSeq2Seq` have.
+
+The decoding contract, the one every decoder of the library follows
+(:func:`greedy_decode`, :func:`beam_search`, and so any model with ``encode``/``decode``):
+
+* arguments: ``(model, src, max_len, *, bos_id, eos_id, pad_id, src_mask)``; ``src`` is
+  ``(batch, src_len)`` ids, ``src_mask`` defaults to ``padding_mask(src, pad_id)``;
+* the output is a ``(batch, out_len)`` tensor of produced ids: ``<bos>`` is fed to the
+  model but not returned, each row ends with its ``<eos>`` (included) and is padded with
+  ``pad_id`` after it, so a row lines up with a batch's ``tgt_out``;
+* ``max_len`` counts produced tokens, ``<eos>`` included: decoding stops when every row
+  has produced ``<eos>`` or after ``max_len`` tokens, and a row cut at ``max_len`` has
+  no ``<eos>``. So ``out_len <= max_len``.
+
 Taught in chapter 11 (and 13 for :func:`generate`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 
 from . import _checks
+from .stacks import evaluating
 from .torch_attention import causal_mask, padding_mask
 
 
-@contextlib.contextmanager
-def _evaluating(model: object) -> Iterator[None]:
-    """Eval mode and no gradients for the duration, then the model's mode as it was."""
-    was_training = isinstance(model, nn.Module) and model.training
-    if was_training:
-        model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        if was_training:
-            model.train()
-
-
-def _check_ids(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError(f"{name} must be a non-negative int token id, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _prepare(model, src, src_mask, pad_id, max_len):
+def _prepare(model, src, src_mask, max_len, bos_id, eos_id, pad_id) -> torch.Tensor:
+    """Check the arguments of the decoding contract; the source mask to use."""
     for method in ("encode", "decode"):
         if not callable(getattr(model, method, None)):
             raise TypeError(
                 f"model must have encode(src, src_mask) and decode(tgt, memory, src_mask, tgt_mask) methods, "
                 f"got {type(model).__name__} without {method}"
             )
-    if not isinstance(src, torch.Tensor) or src.is_floating_point() or src.ndim != 2:
-        shape = tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__
-        raise ValueError(f"src must be a (batch, src_len) tensor of token ids, got {shape}")
+    _checks.token_ids(src, "src")
     _checks.positive_int(max_len, "max_len")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        _checks.token_id(value, name)
     if src_mask is None:
         src_mask = padding_mask(src, pad_id)  # (batch, 1, 1, src_len)
     return src_mask
@@ -83,13 +76,13 @@ def greedy_decode(
         src_mask: boolean ``(batch, 1, 1, src_len)``; by default the padding mask of ``src``.
 
     Returns:
-        ``(batch, out_len)`` ids, ``out_len <= max_len``: each row up to and including its
-        ``<eos>``, then ``pad_id``. Decoding stops when every row has produced ``<eos>``.
+        ``(batch, out_len)`` ids, ``out_len <= max_len``, as the module docstring's
+        contract says: each row's produced tokens up to and including its ``<eos>``, then
+        ``pad_id``; no ``<bos>``. The model runs in evaluation mode without gradients and
+        is left in the mode it was in.
     """
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
-        _check_ids(value, name)
-    src_mask = _prepare(model, src, src_mask, pad_id, max_len)
-    with _evaluating(model):
+    src_mask = _prepare(model, src, src_mask, max_len, bos_id, eos_id, pad_id)
+    with evaluating(model):
         # 1) encode the source once
         memory = model.encode(src, src_mask)  # (batch, src_len, d_model)
         ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
@@ -97,7 +90,8 @@ def greedy_decode(
         for _ in range(max_len):
             # 2) log-probabilities of the next token given everything produced so far
             t = ys.shape[1]
-            log_probs = model.decode(ys, memory, src_mask, causal_mask(t, device=src.device))[:, -1]  # (batch, V)
+            tgt_mask = causal_mask(t, device=src.device)  # (t, t)
+            log_probs = model.decode(ys, memory, src_mask, tgt_mask)[:, -1]  # (batch, V)
             # 3) take the best token; rows that already ended get padding
             next_token = log_probs.argmax(dim=-1).masked_fill(done, pad_id)  # (batch,)
             ys = torch.cat([ys, next_token[:, None]], dim=1)  # (batch, t + 1)
@@ -149,23 +143,19 @@ def beam_search(
     beam_size = _checks.positive_int(beam_size, "beam_size")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
         raise ValueError(f"alpha must be a non-negative float, got {alpha!r}")
-    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
-        _check_ids(value, name)
-    src_mask = _prepare(model, src, src_mask, pad_id, max_len)
+    src_mask = _prepare(model, src, src_mask, max_len, bos_id, eos_id, pad_id)
     if src_mask.shape[0] != src.shape[0]:
         src_mask = src_mask.expand(src.shape[0], *src_mask.shape[1:])
     answers, scores = [], []
-    with _evaluating(model):
+    with evaluating(model):
         memory = model.encode(src, src_mask)  # (batch, src_len, d_model)
         for i in range(src.shape[0]):
             tokens, score = _beam_one(model, memory[i : i + 1], src_mask[i : i + 1], max_len, beam_size,
                                       alpha, bos_id, eos_id)  # fmt: skip
             answers.append(tokens)
             scores.append(score)
-    width = max(len(a) for a in answers)
-    out = torch.full((len(answers), width), pad_id, dtype=torch.long, device=src.device)
-    for i, a in enumerate(answers):
-        out[i, : len(a)] = torch.tensor(a, dtype=torch.long)
+    rows = [torch.tensor(a, dtype=torch.long, device=src.device) for a in answers]
+    out = pad_sequence(rows, batch_first=True, padding_value=pad_id)  # (batch, longest answer)
     if return_scores:
         return out, torch.tensor(scores)
     return out
@@ -180,9 +170,9 @@ def _beam_one(model, memory, src_mask, max_len, beam_size, alpha, bos_id, eos_id
     for _ in range(max_len):
         n, t = beams.shape
         # 1) next-token log-probabilities of every live hypothesis
-        log_probs = model.decode(
-            beams, memory.expand(n, -1, -1), src_mask.expand(n, *src_mask.shape[1:]), causal_mask(t, device=device)
-        )[:, -1]  # (live, V)
+        live_memory, live_mask = memory.expand(n, -1, -1), src_mask.expand(n, *src_mask.shape[1:])
+        tgt_mask = causal_mask(t, device=device)  # (t, t)
+        log_probs = model.decode(beams, live_memory, live_mask, tgt_mask)[:, -1]  # (live, V)
         vocab = log_probs.shape[-1]
         # 2) every extension's total score; the best 2 * beam_size are enough to refill the beam
         candidates = (beam_scores[:, None] + log_probs).flatten()  # (live * V,)
@@ -231,10 +221,13 @@ def generate(
 
     Args:
         model: maps ``(batch, t)`` ids to log-probabilities ``(batch, t, vocab)`` with a
-            causal mask (e.g. :class:`~transformer_lib.model.DecoderOnlyModel`).
+            causal mask (e.g. :class:`~transformer_lib.lm.DecoderOnlyModel`; logits work
+            too, since a row's softmax is the same for both).
         prompt: ``(batch, t)`` ids to start from.
         max_new_tokens: how many tokens to add.
-        temperature: divides the log-probabilities before sampling (lower: safer).
+        temperature: divides the log-probabilities before the softmax (lower: safer).
+            ``log_softmax(z) / T`` and ``z / T`` differ by one constant per row, so this
+            samples from ``softmax(z / T)`` as a division of the logits ``z`` would.
         top_k: sample only among the ``top_k`` most probable tokens.
         greedy: take the most probable token instead of sampling.
         eos_id: stop once every row has produced this id (rows that ended repeat it).
@@ -243,8 +236,9 @@ def generate(
     Returns:
         ``(batch, t + new)`` ids, the prompt included. Taught in chapter 13.
     """
-    if not isinstance(prompt, torch.Tensor) or prompt.is_floating_point() or prompt.ndim != 2:
-        raise ValueError("prompt must be a (batch, t) tensor of token ids")
+    _checks.token_ids(prompt, "prompt")
+    if eos_id is not None:
+        _checks.token_id(eos_id, "eos_id")
     max_new_tokens = _checks.positive_int(max_new_tokens, "max_new_tokens")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"temperature must be a positive float, got {temperature!r}")
@@ -253,17 +247,19 @@ def generate(
     max_positions = getattr(getattr(model, "config", None), "max_len", None)
     ids = prompt
     done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    with _evaluating(model):
+    with evaluating(model):
         for _ in range(max_new_tokens):
-            context = ids if max_positions is None else ids[:, -max_positions:]  # crop to the model's positions
-            logits = model(context)[:, -1] / temperature  # (batch, V)
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (batch, 1)
-                logits = logits.masked_fill(logits < kth, -math.inf)
+            # crop to the positions the model has
+            context = ids if max_positions is None else ids[:, -max_positions:]
+            log_probs = model(context)[:, -1] / temperature  # (batch, V): the last position's, tempered
+            if top_k is not None and top_k < log_probs.shape[-1]:
+                kth = log_probs.topk(top_k, dim=-1).values[:, -1:]  # (batch, 1)
+                log_probs = log_probs.masked_fill(log_probs < kth, -math.inf)
             if greedy:
-                next_token = logits.argmax(dim=-1)
+                next_token = log_probs.argmax(dim=-1)
             else:
-                next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[:, 0]
+                probs = torch.softmax(log_probs, dim=-1)  # (batch, V), renormalised after top-k
+                next_token = torch.multinomial(probs, 1, generator=generator)[:, 0]
             if eos_id is not None:
                 next_token = next_token.masked_fill(done, eos_id)
                 done |= next_token == eos_id

@@ -17,14 +17,15 @@ Read top to bottom, each piece uses only what came before it:
 Masks follow the attention core: boolean, ``True`` where attention is allowed,
 broadcastable to ``(batch, heads, q_len, k_len)``.
 
-Attention weights: in evaluation mode (``model.eval()``) every attention keeps its last
-weights in ``attention_weights`` ``(batch, heads, q_len, k_len)`` so chapters can draw
-them; in training mode the layers use PyTorch's fused attention kernel (the same output,
-faster, no weights). Set a layer's ``need_weights`` to ``True`` or ``False`` to override.
+Attention weights: a layer's forward pass runs PyTorch's fused attention kernel and keeps
+no weights, in training and evaluation alike. ``need_weights=True`` runs the explicit
+matmul-softmax path instead (the same output) and leaves each attention's weights of this
+call in its ``attention_weights``, ``(batch, heads, q_len, k_len)``; the stacks'
+``get_attention_maps`` collects them layer by layer.
 
 The layers convert to and from ``nn.TransformerEncoderLayer`` and
 ``nn.TransformerDecoderLayer`` (``batch_first=True``) with :func:`transformer_lib.to_torch`
-and :func:`transformer_lib.from_torch`.
+and :func:`transformer_lib.from_torch` (:mod:`transformer_lib.interop`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _checks, interop
+from . import _checks
 from .torch_attention import MultiHeadAttention
 
 # The activations the feed-forward network offers. "gelu" is the exact (erf) GELU of BERT
@@ -46,49 +47,6 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
     "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
 }
-
-
-def _activation_name(activation: object) -> str:
-    if not isinstance(activation, str):
-        raise TypeError(
-            f"activation must be one of {sorted(ACTIVATIONS)}, got {type(activation).__name__} {activation!r}"
-        )
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    return activation
-
-
-def _layer_norm_eps(eps: object) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"layer_norm_eps must be a positive float, got {type(eps).__name__} {eps!r}")
-    if not eps > 0:
-        raise ValueError(f"layer_norm_eps must be a positive float, got {eps}")
-    return float(eps)
-
-
-def _flag(value: object, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_hidden(x: object, name: str, d_model: int, layout: str = "(batch, seq, d_model={})") -> None:
-    layout = layout.format(d_model)
-    _checks.float_tensor(x, name)
-    _checks.ndim_exactly(x, 3, name, layout)
-    if x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape {layout}, got shape {tuple(x.shape)}")
-
-
-def _check_mask(mask: object, name: str, target: tuple[int, ...], layout: str) -> None:
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a boolean torch.Tensor (True where attention is allowed), "
-            f"got {type(mask).__name__}"
-        )
-    _checks.bool_mask(mask, name, target, layout)
 
 
 class FeedForward(nn.Module):
@@ -111,13 +69,13 @@ class FeedForward(nn.Module):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.d_ff = _checks.positive_int(d_ff, "d_ff")
-        self.activation = _activation_name(activation)
+        self.activation = _checks.one_of(activation, "activation", ACTIVATIONS)
         self.W_1 = nn.Linear(d_model, d_ff)
         self.W_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(_checks.probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_hidden(x, "x", self.d_model)
+        _checks.hidden(x, "x", self.d_model)
         # 1) widen to d_ff and apply the non-linearity
         hidden = ACTIVATIONS[self.activation](self.W_1(x))  # (batch, seq, d_ff)
         # 2) project back to d_model
@@ -150,8 +108,8 @@ class AddNorm(nn.Module):
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.norm_first = _flag(norm_first, "norm_first")
-        self.norm = nn.LayerNorm(d_model, eps=_layer_norm_eps(layer_norm_eps))
+        self.norm_first = _checks.flag(norm_first, "norm_first")
+        self.norm = nn.LayerNorm(d_model, eps=_checks.positive_float(layer_norm_eps, "layer_norm_eps"))
         self.dropout = nn.Dropout(_checks.probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -168,16 +126,7 @@ class AddNorm(nn.Module):
         return f"norm_first={self.norm_first}"
 
 
-class _AttentionLayer(nn.Module):
-    """What the encoder and decoder layers share: the choice of attention path."""
-
-    need_weights: bool | None = None  # None: keep weights in eval mode, fused kernel in training
-
-    def _keep_weights(self) -> bool:
-        return (not self.training) if self.need_weights is None else bool(self.need_weights)
-
-
-class EncoderLayer(_AttentionLayer):
+class EncoderLayer(nn.Module):
     """One encoder layer: self-attention, then the feed-forward network, each with Add & Norm.
 
     Args:
@@ -215,7 +164,9 @@ class EncoderLayer(_AttentionLayer):
     def norm_first(self) -> bool:
         return self.add_norm1.norm_first
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> torch.Tensor:
         """Encode ``x``.
 
         Args:
@@ -223,22 +174,27 @@ class EncoderLayer(_AttentionLayer):
             src_mask: optional boolean mask, ``True`` where attention is allowed,
                 broadcastable to ``(batch, heads, src_len, src_len)``; usually
                 ``padding_mask(src, pad_id)`` of shape ``(batch, 1, 1, src_len)``.
+                ``None`` means no mask.
+            need_weights: run the explicit attention path and leave this call's weights
+                in ``self_attn.attention_weights``; by default the fused kernel, no weights.
 
         Returns:
             ``(batch, src_len, d_model)``.
         """
-        _check_hidden(x, "x", self.d_model, "(batch, src_len, d_model={})")
+        _checks.hidden(x, "x", self.d_model, "(batch, src_len, d_model={})")
         b, n, _ = x.shape
         h = self.self_attn.num_heads
-        _check_mask(src_mask, "src_mask", (b, h, n, n), "(batch, heads, src_len, src_len)")
-        need_weights = self._keep_weights()
+        if src_mask is not None:
+            layout = "(batch, heads, src_len, src_len)"
+            _checks.bool_mask(src_mask, "src_mask", (b, h, n, n), layout, tensor=True)
+        need_weights = _checks.flag(need_weights, "need_weights")
         # 1) self-attention: every position attends to every (unmasked) position
         x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, src_mask, need_weights=need_weights))
         # 2) position-wise feed-forward network
         return self.add_norm2(x, self.feed_forward)
 
 
-class DecoderLayer(_AttentionLayer):
+class DecoderLayer(nn.Module):
     """One decoder layer: masked self-attention, cross-attention, feed-forward, each with Add & Norm.
 
     Args:
@@ -268,7 +224,7 @@ class DecoderLayer(_AttentionLayer):
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
-        if _flag(cross_attention, "cross_attention"):
+        if _checks.flag(cross_attention, "cross_attention"):
             self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
             self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
         else:
@@ -287,6 +243,7 @@ class DecoderLayer(_AttentionLayer):
         memory: torch.Tensor | None = None,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
     ) -> torch.Tensor:
         """Decode ``x`` (the target so far) while attending to the encoder output ``memory``.
 
@@ -299,12 +256,16 @@ class DecoderLayer(_AttentionLayer):
                 ``(batch, 1, 1, src_len)``.
             tgt_mask: optional boolean mask for self-attention, broadcastable to
                 ``(batch, heads, tgt_len, tgt_len)``; usually causal and padding together.
-                ``None`` means no mask at all (as in PyTorch): pass the causal mask.
+                ``None`` means no mask at all (as in PyTorch's layer): pass the causal
+                mask. (The stacks and models, from :class:`~transformer_lib.stacks.Decoder`
+                up, read ``None`` as the causal mask.)
+            need_weights: run the explicit attention path and leave this call's weights in
+                ``self_attn.attention_weights`` and ``cross_attn.attention_weights``.
 
         Returns:
             ``(batch, tgt_len, d_model)``.
         """
-        _check_hidden(x, "x", self.d_model, "(batch, tgt_len, d_model={})")
+        _checks.hidden(x, "x", self.d_model, "(batch, tgt_len, d_model={})")
         if self.cross_attn is None:
             if memory is not None or src_mask is not None:
                 raise ValueError(
@@ -315,15 +276,17 @@ class DecoderLayer(_AttentionLayer):
             if memory is None:
                 raise ValueError("memory (the encoder output, (batch, src_len, d_model)) is required, "
                                  "got None")
-            _check_hidden(memory, "memory", self.d_model, "(batch, src_len, d_model={})")
+            _checks.hidden(memory, "memory", self.d_model, "(batch, src_len, d_model={})")
             _checks.same_size(x.shape[0], memory.shape[0], "the batch sizes of x and memory")
         b, t, _ = x.shape
         h = self.self_attn.num_heads
-        _check_mask(tgt_mask, "tgt_mask", (b, h, t, t), "(batch, heads, tgt_len, tgt_len)")
-        if memory is not None:
-            s = memory.shape[1]
-            _check_mask(src_mask, "src_mask", (b, h, t, s), "(batch, heads, tgt_len, src_len)")
-        need_weights = self._keep_weights()
+        if tgt_mask is not None:
+            layout = "(batch, heads, tgt_len, tgt_len)"
+            _checks.bool_mask(tgt_mask, "tgt_mask", (b, h, t, t), layout, tensor=True)
+        if src_mask is not None:
+            layout = "(batch, heads, tgt_len, src_len)"
+            _checks.bool_mask(src_mask, "src_mask", (b, h, t, memory.shape[1]), layout, tensor=True)
+        need_weights = _checks.flag(need_weights, "need_weights")
         # 1) masked self-attention over the target so far
         x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights=need_weights))
         # 2) encoder-decoder attention: queries from the decoder, keys and values from memory
@@ -333,116 +296,3 @@ class DecoderLayer(_AttentionLayer):
             )
         # 3) position-wise feed-forward network
         return self.add_norm3(x, self.feed_forward)
-
-
-# ---------------------------------------------------------------------------------------
-# Conversions to and from PyTorch's layers (registered with transformer_lib.interop)
-# ---------------------------------------------------------------------------------------
-
-
-def _torch_activation(name: str):
-    return {"relu": F.relu, "gelu": F.gelu}.get(name, ACTIVATIONS[name])
-
-
-def _activation_from_torch(t: nn.Module) -> str:
-    act = t.activation
-    if act is F.relu or isinstance(act, nn.ReLU):
-        return "relu"
-    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
-        return "gelu"
-    if isinstance(act, nn.GELU) and act.approximate == "tanh":
-        return "gelu_tanh"
-    if isinstance(act, functools.partial) and act.func is F.gelu and act.keywords == {"approximate": "tanh"}:
-        return "gelu_tanh"
-    raise ValueError(f"module's activation must be ReLU or GELU, got {act!r}")
-
-
-def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm) -> None:
-    with torch.no_grad():
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-
-
-def _layer_options_from_torch(t: nn.Module) -> dict:
-    if not t.self_attn.batch_first:
-        raise ValueError("module must be built with batch_first=True, as our layers are")
-    if t.linear1.bias is None or t.norm1.bias is None:
-        raise ValueError("module must use biases (bias=True), as our layers do")
-    return dict(
-        d_model=t.self_attn.embed_dim,
-        num_heads=t.self_attn.num_heads,
-        d_ff=t.linear1.out_features,
-        dropout=t.dropout.p,
-        norm_first=t.norm_first,
-        activation=_activation_from_torch(t),
-        layer_norm_eps=t.norm1.eps,
-    )
-
-
-def _encoder_layer_to_torch(m: EncoderLayer | DecoderLayer) -> nn.TransformerEncoderLayer:
-    # also serves a DecoderLayer without cross-attention (GPT-2's block), given a causal mask
-    t = nn.TransformerEncoderLayer(
-        m.d_model,
-        m.self_attn.num_heads,
-        m.feed_forward.d_ff,
-        dropout=m.self_attn.dropout,
-        activation=_torch_activation(m.feed_forward.activation),
-        layer_norm_eps=m.add_norm1.norm.eps,
-        batch_first=True,
-        norm_first=m.norm_first,
-    )
-    t.self_attn = interop.to_torch(m.self_attn)
-    interop.copy_linear(t.linear1, m.feed_forward.W_1.weight, m.feed_forward.W_1.bias)
-    interop.copy_linear(t.linear2, m.feed_forward.W_2.weight, m.feed_forward.W_2.bias)
-    _copy_norm(t.norm1, m.add_norm1.norm)
-    _copy_norm(t.norm2, m.add_norm3.norm if isinstance(m, DecoderLayer) else m.add_norm2.norm)
-    return t
-
-
-def _encoder_layer_from_torch(t: nn.TransformerEncoderLayer) -> EncoderLayer:
-    m = EncoderLayer(**_layer_options_from_torch(t))
-    m.self_attn = interop.from_torch(t.self_attn)
-    interop.copy_linear(m.feed_forward.W_1, t.linear1.weight, t.linear1.bias)
-    interop.copy_linear(m.feed_forward.W_2, t.linear2.weight, t.linear2.bias)
-    _copy_norm(m.add_norm1.norm, t.norm1)
-    _copy_norm(m.add_norm2.norm, t.norm2)
-    return m
-
-
-def _decoder_layer_to_torch(m: DecoderLayer) -> nn.Module:
-    if m.cross_attn is None:
-        return _encoder_layer_to_torch(m)
-    t = nn.TransformerDecoderLayer(
-        m.d_model,
-        m.self_attn.num_heads,
-        m.feed_forward.d_ff,
-        dropout=m.self_attn.dropout,
-        activation=_torch_activation(m.feed_forward.activation),
-        layer_norm_eps=m.add_norm1.norm.eps,
-        batch_first=True,
-        norm_first=m.norm_first,
-    )
-    t.self_attn = interop.to_torch(m.self_attn)
-    t.multihead_attn = interop.to_torch(m.cross_attn)
-    interop.copy_linear(t.linear1, m.feed_forward.W_1.weight, m.feed_forward.W_1.bias)
-    interop.copy_linear(t.linear2, m.feed_forward.W_2.weight, m.feed_forward.W_2.bias)
-    _copy_norm(t.norm1, m.add_norm1.norm)
-    _copy_norm(t.norm2, m.add_norm2.norm)
-    _copy_norm(t.norm3, m.add_norm3.norm)
-    return t
-
-
-def _decoder_layer_from_torch(t: nn.TransformerDecoderLayer) -> DecoderLayer:
-    m = DecoderLayer(**_layer_options_from_torch(t))
-    m.self_attn = interop.from_torch(t.self_attn)
-    m.cross_attn = interop.from_torch(t.multihead_attn)
-    interop.copy_linear(m.feed_forward.W_1, t.linear1.weight, t.linear1.bias)
-    interop.copy_linear(m.feed_forward.W_2, t.linear2.weight, t.linear2.bias)
-    _copy_norm(m.add_norm1.norm, t.norm1)
-    _copy_norm(m.add_norm2.norm, t.norm2)
-    _copy_norm(m.add_norm3.norm, t.norm3)
-    return m
-
-
-interop.register(EncoderLayer, nn.TransformerEncoderLayer, _encoder_layer_to_torch, _encoder_layer_from_torch)
-interop.register(DecoderLayer, nn.TransformerDecoderLayer, _decoder_layer_to_torch, _decoder_layer_from_torch)

@@ -58,10 +58,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int) -> np.ndarray:
 
 
 def _check_embedded(x: torch.Tensor, d_model: int, max_len: int) -> None:
-    _checks.float_tensor(x, "x")
-    _checks.ndim_exactly(x, 3, "x", f"(batch, seq, d_model={d_model})")
-    if x.shape[-1] != d_model:
-        raise ValueError(f"x must have shape (batch, seq, d_model={d_model}), got shape {tuple(x.shape)}")
+    _checks.hidden(x, "x", d_model)
     if x.shape[1] > max_len:
         raise ValueError(f"x has {x.shape[1]} positions, more than max_len={max_len}")
 

@@ -31,7 +31,8 @@ from typing import Any
 
 import torch
 
-from .model import EncoderOnlyModel, TransformerConfig
+from .config import TransformerConfig
+from .lm import EncoderOnlyModel
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MAX_LENGTH = 256  # all-MiniLM-L6-v2 was trained on at most 256 word pieces (sentence_bert_config.json)
@@ -104,7 +105,6 @@ def config_from_bert(hf_config: dict[str, Any]) -> TransformerConfig:
         return TransformerConfig.preset(
             "minilm-l6",
             src_vocab_size=hf_config["vocab_size"],
-            tgt_vocab_size=hf_config["vocab_size"],
             d_model=hf_config["hidden_size"],
             num_heads=hf_config["num_attention_heads"],
             num_layers=hf_config["num_hidden_layers"],
@@ -228,7 +228,8 @@ def encode_sentences(encoder: EncoderOnlyModel, tokenizer, sentences: Sequence[s
         ``(tokens, ids, src_mask, hidden_states)``: the word pieces of each sentence
         (padding included), ``(batch, seq)`` ids, the ``(batch, 1, 1, seq)`` padding mask,
         and ``num_layers + 1`` tensors ``(batch, seq, d_model)`` (after the embeddings,
-        then after each layer). In eval mode the layers also keep their attention weights.
+        then after each layer). ``encoder.get_attention_maps(ids, src_mask)`` gives the
+        attention weights of the same batch.
     """
     if not isinstance(encoder, EncoderOnlyModel):
         raise TypeError(

@@ -11,6 +11,9 @@ RNNsearch), kept small enough to train on a laptop CPU in seconds. It reads top 
    around word ``i``.
 3. :class:`BahdanauSeq2Seq`: the "exploiter". A GRU decoder that, before producing each target
    word, attends over the annotations (the "memory") with its previous state as the query.
+   It has the ``encode``/``decode`` pair of the library's Transformer, so
+   :func:`transformer_lib.greedy_decode` and :func:`transformer_lib.beam_search` translate
+   with it under the one decoding contract of :mod:`transformer_lib.decoding`.
 
 Two simplifications against the paper, both common: a GRU cell instead of the paper's gated
 unit written out by hand, and a linear read-out instead of its maxout layer.
@@ -32,6 +35,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from . import _checks
+from .torch_attention import causal_mask
 
 
 class BahdanauAttention(nn.Module):
@@ -129,12 +133,13 @@ class BiRNNEncoder(nn.Module):
         Returns:
             ``(H, mask)``: annotations ``(b, n, 2 * d_hidden)`` and ``(b, n)`` boolean, True at words.
         """
-        _check_tokens(src, "src", self.vocab_size)
+        _checks.token_ids(src, "src", self.vocab_size)
         mask = src != self.pad_id  # (b, n)
         lengths = mask.sum(dim=1)
         if (lengths == 0).any():
             raise ValueError("src has a sentence made only of padding; every sentence needs a word")
-        packed = pack_padded_sequence(self.embedding(src), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        embedded = self.embedding(src)  # (b, n, d_emb)
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
         H, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=src.shape[1])
         return H, mask  # (b, n, 2 * d_hidden), (b, n)
 
@@ -144,14 +149,6 @@ class Seq2SeqOutput(NamedTuple):
 
     logits: torch.Tensor  # (b, m, tgt_vocab_size)
     weights: torch.Tensor  # (b, m, n): alpha_{t,i}, one row per target step
-    states: torch.Tensor  # (b, m, d_hidden): s_{t-1}, the query used at step t
-
-
-class Translation(NamedTuple):
-    """What :meth:`BahdanauSeq2Seq.greedy_decode` returns."""
-
-    ids: torch.Tensor  # (b, m) chosen target ids, eos_id repeated after a sentence ends
-    weights: torch.Tensor  # (b, m, n): alpha_{t,i}
     states: torch.Tensor  # (b, m, d_hidden): s_{t-1}, the query used at step t
 
 
@@ -208,20 +205,8 @@ class BahdanauSeq2Seq(nn.Module):
         logits = self.out(torch.cat([s, context, e], dim=-1))  # (b, V)
         return logits, s, weights
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> Seq2SeqOutput:
-        """Teacher forcing: the decoder is fed the true previous target word at every step.
-
-        Args:
-            src: ``(b, n)`` source ids.
-            tgt_in: ``(b, m)`` target ids shifted right (starting with the begin token).
-
-        Returns:
-            :class:`Seq2SeqOutput` with logits ``(b, m, V)``, weights ``(b, m, n)`` and the
-            decoder states ``s_{t-1}`` that queried the memory ``(b, m, d_hidden)``.
-        """
-        _check_tokens(tgt_in, "tgt_in", self.tgt_vocab_size)
-        _checks.same_size(src.shape[0], tgt_in.shape[0], "the batch sizes of src and tgt_in")
-        H, mask = self.encoder(src)
+    def _teacher_forced(self, H: torch.Tensor, mask: torch.Tensor, tgt_in: torch.Tensor) -> Seq2SeqOutput:
+        """Run the decoder over ``tgt_in`` ``(b, m)``, fed the given previous word at every step."""
         s = self.initial_state(H)
         logits, weights, states = [], [], []
         for t in range(tgt_in.shape[1]):
@@ -231,45 +216,66 @@ class BahdanauSeq2Seq(nn.Module):
             weights.append(step_weights)
         return Seq2SeqOutput(torch.stack(logits, 1), torch.stack(weights, 1), torch.stack(states, 1))
 
-    @torch.no_grad()
-    def greedy_decode(self, src: torch.Tensor, bos_id: int, eos_id: int, max_len: int) -> Translation:
-        """Translate by always taking the most likely next word, until ``eos_id`` or ``max_len`` words.
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> Seq2SeqOutput:
+        """Teacher forcing: the decoder is fed the true previous target word at every step.
 
         Args:
             src: ``(b, n)`` source ids.
-            bos_id, eos_id: the begin and end tokens of the target vocabulary.
-            max_len: the most target steps to take.
+            tgt_in: ``(b, m)`` target ids shifted right (starting with the begin token).
 
         Returns:
-            :class:`Translation`: the chosen ids ``(b, m)``, with ``eos_id`` repeated after a
-            sentence ends, the weights ``(b, m, n)`` and the states ``(b, m, d_hidden)``.
+            :class:`Seq2SeqOutput` with logits ``(b, m, V)``, weights ``(b, m, n)`` and the
+            decoder states ``s_{t-1}`` that queried the memory ``(b, m, d_hidden)``. Run it on
+            a translation's own output (``<bos>`` then all but its last token) to get the
+            weights and states of that translation.
         """
-        max_len = _checks.positive_int(max_len, "max_len")
+        _checks.token_ids(tgt_in, "tgt_in", self.tgt_vocab_size)
+        _checks.same_size(src.shape[0], tgt_in.shape[0], "the batch sizes of src and tgt_in")
         H, mask = self.encoder(src)
-        s = self.initial_state(H)
-        y = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        ids, weights, states = [], [], []
-        for _ in range(max_len):
-            states.append(s)
-            logits, s, step_weights = self.step(y, s, H, mask)
-            y = torch.where(done, torch.full_like(y, eos_id), logits.argmax(dim=-1))
-            ids.append(y)
-            weights.append(step_weights)
-            done = done | (y == eos_id)
-            if done.all():
-                break
-        return Translation(torch.stack(ids, 1), torch.stack(weights, 1), torch.stack(states, 1))
+        return self._teacher_forced(H, mask, tgt_in)
 
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The annotations ``H`` ``(b, n, 2 d_hidden)``: the memory the decoder attends to.
 
-def _check_tokens(tokens: torch.Tensor, name: str, vocab_size: int) -> None:
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
-    _checks.ndim_exactly(tokens, 2, name, "(batch, length)")
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
-        raise ValueError(
-            f"{name} must hold ids in [0, {vocab_size - 1}], got values in "
-            f"[{int(tokens.min())}, {int(tokens.max())}]"
-        )
+        ``src_mask`` is accepted for the decoding interface (``encode(src, src_mask)``) and
+        not needed: the encoder skips the ``pad_id`` positions of ``src`` itself.
+        """
+        H, _ = self.encoder(src)
+        return H
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Next-token log-probabilities ``(b, m, V)`` for every prefix of ``tgt``, as ``Transformer.decode``.
+
+        Args:
+            tgt: ``(b, m)`` target ids starting with the begin token.
+            memory: ``(b, n, 2 d_hidden)`` annotations from :meth:`encode`.
+            src_mask: ``(b, 1, 1, n)`` boolean, True at real source words (``padding_mask(src,
+                pad_id)``); ``None``: every position is a word.
+            tgt_mask: ``None`` or a mask that lets no position see a later one (the causal
+                mask, maybe with padding). A recurrent decoder reads left to right, so it is
+                causal whatever the mask, and padding at the end of ``tgt`` changes nothing
+                before it.
+
+        With :meth:`encode` this is what :func:`transformer_lib.greedy_decode` and
+        :func:`transformer_lib.beam_search` call; each call reruns the decoder over the
+        whole prefix, which costs ``m`` steps where a cached state would cost one.
+        """
+        _checks.token_ids(tgt, "tgt", self.tgt_vocab_size)
+        _checks.hidden(memory, "memory", 2 * self.encoder.d_hidden, "(batch, src_len, 2 d_hidden={})")
+        (b, m), n = tgt.shape, memory.shape[1]
+        _checks.same_size(b, memory.shape[0], "the batch sizes of tgt and memory")
+        mask = torch.ones(b, n, dtype=torch.bool, device=memory.device)  # (b, n)
+        if src_mask is not None:
+            _checks.bool_mask(src_mask, "src_mask", (b, 1, 1, n), "(batch, 1, 1, src_len)", tensor=True)
+            mask = src_mask.expand(b, 1, 1, n)[:, 0, 0]  # (b, n)
+        if tgt_mask is not None and m > 0:
+            _checks.bool_mask(tgt_mask, "tgt_mask", (b, 1, m, m), "(batch, 1, tgt_len, tgt_len)", tensor=True)
+            if bool((tgt_mask & ~causal_mask(m, device=tgt.device)).any()):
+                raise ValueError("tgt_mask must let no position see a later one (this decoder is causal)")
+        return torch.log_softmax(self._teacher_forced(memory, mask, tgt).logits, dim=-1)

@@ -40,13 +40,8 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
     Taught in chapter 05.
     """
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
-    _checks.ndim_exactly(tokens, 2, "tokens", "(batch, seq)")
-    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
-        raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__} {pad_id!r}")
+    _checks.token_ids(tokens, "tokens")
+    pad_id = _checks.token_id(pad_id, "pad_id")
     return (tokens != pad_id)[:, None, None, :]  # (batch, 1, 1, seq)
 
 
@@ -58,14 +53,6 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     _checks.same_size(k.shape[-2], v.shape[-2], "the key and value counts of k and v (k_len)")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-
-
-def _check_mask(mask, target: tuple[int, ...], layout: str) -> None:
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(
-            f"mask must be a torch.Tensor (boolean, True where attention is allowed), got {type(mask).__name__}"
-        )
-    _checks.bool_mask(mask, "mask", target, layout)
 
 
 def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
@@ -103,7 +90,7 @@ def scaled_dot_product_attention(
     # 1) scores: how well each query matches each key
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, k_len)
     if mask is not None:
-        _check_mask(mask, scores.shape, "(..., q_len, k_len)")
+        _checks.bool_mask(mask, "mask", scores.shape, "(..., q_len, k_len)", tensor=True)
         scores = scores.masked_fill(~mask, float("-inf"))
     # 2) softmax, row by row: each query's weights sum to 1
     weights = torch.softmax(scores, dim=-1)
@@ -170,12 +157,7 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query, key, value, mask) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
-            _checks.float_tensor(x, name)
-            _checks.ndim_exactly(x, 3, name, f"(batch, seq, d_model={self.d_model})")
-            if x.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have shape (batch, seq, d_model={self.d_model}), got shape {tuple(x.shape)}"
-                )
+            _checks.hidden(x, name, self.d_model)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 "query, key and value must share the batch size, got "
@@ -184,7 +166,7 @@ class MultiHeadAttention(nn.Module):
         _checks.same_size(key.shape[1], value.shape[1], "the sequence lengths of key and value")
         if mask is not None:
             target = (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
-            _check_mask(mask, target, "(batch, heads, q_len, k_len)")
+            _checks.bool_mask(mask, "mask", target, "(batch, heads, q_len, k_len)", tensor=True)
 
     def _project(self, query, key, value):
         """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""

@@ -1,0 +1,185 @@
+"""The configuration of a model: one typed dataclass and its named presets.
+
+:class:`TransformerConfig` holds everything that defines a model, in the paper's names;
+:func:`transformer_lib.build_model` builds the model it describes. The presets range from
+the paper's base and big models to BERT, GPT-2 and all-MiniLM-L6-v2, and tiny ones for
+the toy tasks; each preset's comment gives its parameter count (a test checks every one
+against ``count_parameters(build_model(preset))``).
+
+Vocabularies. An encoder-decoder model has two, ``src_vocab_size`` and ``tgt_vocab_size``
+(``share_embeddings`` makes them one matrix, so they must be equal). An encoder-only model
+(BERT) has one, ``src_vocab_size``; a decoder-only model (GPT-2) has one, ``tgt_vocab_size``.
+For those the other size is ignored: it must be ``None`` or equal, and ``share_embeddings``
+must stay ``False`` (``tie_output`` ties their one embedding to the output layer).
+Taught in chapter 11 (and 13 for the BERT and GPT-2 presets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from . import _checks
+from .embeddings import POSITIONAL
+from .layers import ACTIVATIONS
+
+ARCHITECTURES = ("encoder-decoder", "encoder-only", "decoder-only")
+
+
+@dataclass
+class TransformerConfig:
+    """Everything that defines a model, with named presets (``TransformerConfig.preset(name)``)."""
+
+    src_vocab_size: int | None = None  # source tokens (encoder); None: the encoder takes vectors
+    tgt_vocab_size: int | None = None  # target tokens (decoder); None: vectors in, no generator
+    d_model: int = 512  # width of every token vector
+    num_heads: int = 8  # h, the heads of each attention; must divide d_model
+    num_layers: int = 6  # N, layers in the encoder and in the decoder
+    d_ff: int = 2048  # width of the feed-forward network's hidden layer
+    dropout: float = 0.1  # P_drop, on embeddings, attention weights and every sublayer
+    share_embeddings: bool = False  # one matrix for source and target embeddings (encoder-decoder)
+    tie_output: bool = True  # the generator reuses the (target) embedding matrix
+    norm_first: bool = False  # pre-norm layers instead of the paper's post-norm
+    final_norm: bool | None = None  # a LayerNorm after each stack; None: exactly when norm_first
+    activation: str = "relu"  # of the feed-forward network: "relu", "gelu" or "gelu_tanh"
+    layer_norm_eps: float = 1e-5  # every LayerNorm's eps (BERT: 1e-12)
+    positional: str = "sinusoidal"  # "sinusoidal", "learned" or "none"
+    max_len: int = 5000  # the longest sequence the positions cover
+    scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model), as the paper
+    num_token_types: int = 0  # BERT's segment embeddings (sentence A / B); 0: none
+    embedding_norm: bool = False  # a LayerNorm on the embeddings (BERT)
+    generator_bias: bool = True  # the output layer has a bias (GPT-2's has none)
+    pooler: bool = False  # BERT's pooler, tanh(W h_0 + b) (encoder-only)
+    lm_head: bool = True  # the masked-LM output layer; False: a bare encoder (encoder-only)
+    architecture: str = "encoder-decoder"  # or "encoder-only" (BERT), "decoder-only" (GPT-2)
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size"):
+            if getattr(self, name) is not None:
+                _checks.positive_int(getattr(self, name), name)
+        for name in ("d_model", "num_heads", "num_layers", "d_ff", "max_len"):
+            _checks.positive_int(getattr(self, name), name)
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                "d_model must be divisible by num_heads, "
+                f"got d_model={self.d_model} and num_heads={self.num_heads}"
+            )
+        _checks.probability(self.dropout, "dropout")
+        for name in ("share_embeddings", "tie_output", "norm_first", "scale_embeddings", "embedding_norm",
+                     "generator_bias", "pooler", "lm_head"):  # fmt: skip
+            _checks.flag(getattr(self, name), name)
+        if self.final_norm is not None:
+            _checks.flag(self.final_norm, "final_norm")
+        _checks.one_of(self.activation, "activation", ACTIVATIONS)
+        _checks.positive_float(self.layer_norm_eps, "layer_norm_eps")
+        _checks.one_of(self.positional, "positional", POSITIONAL)
+        _checks.one_of(self.architecture, "architecture", ARCHITECTURES)
+        _checks.non_negative_int(self.num_token_types, "num_token_types")
+        self._check_vocabularies()
+
+    def _check_vocabularies(self) -> None:
+        """The vocabulary rules of the module docstring, with errors that say which field to set."""
+        kind = self.architecture
+        if kind != "encoder-only" and (self.pooler or not self.lm_head):
+            raise ValueError(f"pooler and lm_head apply to encoder-only models, got pooler={self.pooler} and "
+                             f"lm_head={self.lm_head} for a {kind} one")
+        src, tgt = self.src_vocab_size, self.tgt_vocab_size
+        if kind == "encoder-decoder":
+            if self.share_embeddings and src != tgt:
+                raise ValueError(
+                    "share_embeddings=True needs one vocabulary for source and target, got "
+                    f"src_vocab_size={src} and tgt_vocab_size={tgt}"
+                )
+            return
+        read, ignored = ("src", "tgt") if kind == "encoder-only" else ("tgt", "src")
+        size, other = getattr(self, f"{read}_vocab_size"), getattr(self, f"{ignored}_vocab_size")
+        if size is None:
+            raise ValueError(f"{read}_vocab_size must be set: a {kind} model has one vocabulary, "
+                             f"{read}_vocab_size, got None")
+        if other is not None and other != size:
+            raise ValueError(
+                f"{ignored}_vocab_size must be None or equal to {read}_vocab_size: a {kind} model has one "
+                f"vocabulary, {read}_vocab_size; got {read}_vocab_size={size} and "
+                f"{ignored}_vocab_size={other}"
+            )
+        if self.share_embeddings:
+            raise ValueError("share_embeddings ties an encoder-decoder model's source and target "
+                             f"embeddings; a {kind} model has one embedding (tie_output ties it to the "
+                             "output layer), got share_embeddings=True")
+
+    @property
+    def d_k(self) -> int:
+        """Width of one head, ``d_model / num_heads``."""
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
+        """A named preset, optionally with some fields changed (``preset("tiny", src_vocab_size=13)``)."""
+        _checks.one_of(name, "name", sorted(PRESETS))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            raise TypeError(f"overrides must be TransformerConfig fields, got unknown {unknown}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    @staticmethod
+    def preset_names() -> list[str]:
+        """The names :meth:`preset` accepts."""
+        return sorted(PRESETS)
+
+
+BERT = dict(
+    architecture="encoder-only", positional="learned", max_len=512, scale_embeddings=False,
+    activation="gelu", layer_norm_eps=1e-12, num_token_types=2, embedding_norm=True, pooler=True,
+)  # fmt: skip
+GPT2 = dict(
+    architecture="decoder-only", positional="learned", max_len=1024, scale_embeddings=False,
+    activation="gelu_tanh", norm_first=True, generator_bias=False,
+)  # fmt: skip
+
+# Each preset's comment line: "name: its parameter count, from count_parameters(build_model(preset))".
+PRESETS: dict[str, dict[str, Any]] = {
+    # base: 63,119,496 parameters (~65M in the paper); Vaswani et al. (2017), Table 3, all embeddings tied
+    "base": dict(src_vocab_size=37000, tgt_vocab_size=37000, d_model=512, num_heads=8, num_layers=6,
+                 d_ff=2048, dropout=0.1, share_embeddings=True),
+    # big: 214,282,376 parameters (~213M in the paper)
+    "big": dict(src_vocab_size=37000, tgt_vocab_size=37000, d_model=1024, num_heads=16, num_layers=6,
+                d_ff=4096, dropout=0.3, share_embeddings=True),
+    # tiny: 22,416 parameters; for tests and quick demos (set the vocabularies from the task's Vocab)
+    "tiny": dict(src_vocab_size=16, tgt_vocab_size=16, d_model=32, num_heads=2, num_layers=1,
+                 d_ff=64, dropout=0.0),
+    # small: 169,488 parameters; the toy tasks of chapter 11
+    "small": dict(src_vocab_size=16, tgt_vocab_size=16, d_model=64, num_heads=4, num_layers=2,
+                  d_ff=128, dropout=0.0),
+    # medium: 1,404,992 parameters
+    "medium": dict(src_vocab_size=64, tgt_vocab_size=64, d_model=128, num_heads=4, num_layers=3,
+                   d_ff=512, dropout=0.1),
+    # bert-base: 109,512,762 parameters (~110M; BertModel's 109,482,240 and our masked-LM bias)
+    "bert-base": dict(BERT, src_vocab_size=30522, d_model=768, num_heads=12, num_layers=12, d_ff=3072,
+                      dropout=0.1),
+    # minilm-l6: 22,713,216 parameters; all-MiniLM-L6-v2 (chapter 14), a bare encoder, no masked-LM head
+    "minilm-l6": dict(BERT, src_vocab_size=30522, d_model=384, num_heads=12, num_layers=6, d_ff=1536,
+                      dropout=0.1, lm_head=False),
+    # bert-tiny: 110,560 parameters; the masked-LM demo of chapter 13
+    "bert-tiny": dict(BERT, src_vocab_size=32, d_model=64, num_heads=4, num_layers=2, d_ff=256,
+                      dropout=0.0, max_len=64),
+    # gpt2-small: 124,439,808 parameters (~124M), exactly GPT-2 small
+    "gpt2-small": dict(GPT2, tgt_vocab_size=50257, d_model=768, num_heads=12, num_layers=12, d_ff=3072,
+                       dropout=0.1),
+    # gpt-tiny: 112,384 parameters; text generation in chapter 13
+    "gpt-tiny": dict(GPT2, tgt_vocab_size=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
+                     dropout=0.0, max_len=128),
+}  # fmt: skip
+
+
+def check_architecture(config: Any, expected: str, cls: str) -> TransformerConfig:
+    """Return ``config`` if it is a :class:`TransformerConfig` for the ``expected`` architecture."""
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    if config.architecture != expected:
+        raise ValueError(
+            f"{cls} needs config.architecture={expected!r}, got {config.architecture!r}; "
+            "build_model(config) picks the right class"
+        )
+    return config
