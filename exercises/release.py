@@ -8,15 +8,17 @@ For every ``exercises/<set>/instructor.ipynb`` (or only the named sets) this run
 and writes
 
 - ``<out>/<set>/student/``: ``<set>.ipynb`` without solutions or hidden tests, and the
-  ``exercise_checks.py`` its public self-checks import. Hand this folder to students.
+  ``exercise_checks/`` package its public self-checks import. Hand this folder to students.
 - ``<out>/<set>/autograder/``: ``<set>-autograder_<time>.zip`` (public and hidden tests, the
-  checks, otter's configuration), which ``make grade`` uses, and the notebook with solutions.
-  Keep this folder to yourself.
+  checks package under ``files/exercise_checks/``, otter's configuration), which ``make grade``
+  uses, and the notebook with solutions. Keep this folder to yourself.
 
-The instructor notebook is copied, with the shared ``exercises/exercise_checks.py``, into a
+The instructor notebook is copied, with the shared package ``exercises/exercise_checks/``, into a
 staging folder under the name ``<set>.ipynb`` first, so the students' notebook carries the set's
-name and the checks come from one file. Unless ``--no-run-tests`` is given, otter grades the
-solutions with the new autograder and the build fails if they miss a single point.
+name and the checks come from one place (each set folder holds a symbolic link to the package,
+for running the instructor notebook where it is; the notebook's ``files:`` list names it, so otter
+copies it into both releases). Unless ``--no-run-tests`` is given, otter grades the solutions with
+the new autograder and the build fails if they miss a single point.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CHECKS = HERE / "exercise_checks.py"
+CHECKS = HERE / "exercise_checks"  # the package of checks, shipped with every set
 
 
 def exercise_sets(names: list[str] | None = None) -> list[str]:
@@ -54,7 +56,8 @@ def build_set(name: str, out: Path, run_tests: bool = True) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"assign-{name}-") as staging:
         stage = Path(staging)
         shutil.copyfile(HERE / name / "instructor.ipynb", stage / f"{name}.ipynb")
-        shutil.copyfile(CHECKS, stage / CHECKS.name)  # the real file, not the folder's symlink
+        # the real files, not the set folder's symlink, and no bytecode
+        shutil.copytree(CHECKS, stage / CHECKS.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if result.exists():
             shutil.rmtree(result)
         assign(str(stage / f"{name}.ipynb"), str(result), no_pdfs=True, no_run_tests=not run_tests)

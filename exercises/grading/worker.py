@@ -1,15 +1,18 @@
 """Grade one submission inside its sandbox: run the notebook with otter, write what it claimed.
 
-``exercises/grade.py`` copies this file into the job's folder and starts it there, inside the
-job's sandbox (its own user, its own mount and process namespaces, its limits already set):
+The grader (:func:`grading.jobs.start_job`) copies this file into the job's folder and starts it
+there, inside the job's sandbox (its own user, its own mount and process namespaces, its limits
+already set)::
 
-    python grade_worker.py JOB_FOLDER
+    python worker.py JOB_FOLDER
 
-The job folder holds the notebook (in ``work/``), ``autograder.zip`` and ``env.json`` (the
-environment: where to record answers, the temporary and IPython folders). The result goes to
-``work/result.json``: the scores otter computed inside the kernel (only a claim: the grader
-recomputes every point outside the sandbox from the recorded answers), the first error of each
-failing cell, and the CPU time the kernel used. Nothing here is trusted by the grader.
+It runs where the repository is hidden, so it imports nothing of the grading package: only the
+standard library and otter. The job folder holds the notebook (in ``work/``), ``autograder.zip``
+and ``env.json`` (the environment: where to record answers, the temporary and IPython folders).
+The result goes to ``work/result.json``: the scores otter computed inside the kernel (only a
+claim: the grader recomputes every point outside the sandbox from the recorded answers), the
+first error of each failing cell, and the CPU time the kernel used. Nothing here is trusted by
+the grader.
 """
 
 from __future__ import annotations
