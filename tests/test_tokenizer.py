@@ -155,6 +155,8 @@ def test_learn_merges_stops_when_no_pair_is_left():
         learn_merges({(1, 2): 3}, -1)
     with pytest.raises(TypeError, match="word_counts must be a mapping"):
         learn_merges([(1, 2)], 1)
+    with pytest.raises(ValueError, match=r"word_counts must map each word to a positive integer count, got 0"):
+        learn_merges({(1, 2): 0}, 1)
 
 
 @settings(max_examples=80, deadline=None)

@@ -233,7 +233,11 @@ def learn_merges(
         kind = type(word_counts).__name__
         raise TypeError(f"word_counts must be a mapping {{word tuple: count}}, got {kind}")
     words: list[list[int]] = [list(w) for w in word_counts]
-    counts: list[int] = [int(c) for c in word_counts.values()]
+    counts: list[int] = list(word_counts.values())
+    for w, c in zip(word_counts, counts):
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c <= 0:
+            msg = f"word_counts must map each word to a positive integer count, got {c!r} for {w!r}"
+            raise ValueError(msg)
     # 1) count every adjacent pair once, remembering which words hold it
     pair_counts: dict[tuple[int, int], int] = defaultdict(int)
     where: dict[tuple[int, int], set[int]] = defaultdict(set)
@@ -325,15 +329,15 @@ class BPETokenizer:
     """
 
     def __init__(self, pattern: str | None = GPT2_PATTERN):
+        self.pattern = pattern
+        self._compiled = None
         if pattern is not None:
             _check_text(pattern, "pattern")
             try:
-                regex.compile(pattern)
+                self._compiled = regex.compile(pattern)
             except regex.error as exc:
                 msg = f"pattern must be a valid regular expression, got {pattern!r} ({exc})"
                 raise ValueError(msg) from None
-        self.pattern = pattern
-        self._compiled = regex.compile(pattern) if pattern is not None else None
         self._set_history([])
 
     def _set_history(self, history: Sequence[tuple[tuple[int, int], int]]) -> None:
