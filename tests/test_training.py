@@ -8,16 +8,20 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib.data import make_batch, make_splits, make_task
+from transformer_lib.data import TextBatch, TextDataset, make_batch, make_splits, make_task, split_text
 from transformer_lib.training import (
     History,
     LabelSmoothingLoss,
+    cosine_lr,
     exact_match,
+    language_model_loss,
     load_checkpoint,
+    make_adamw,
     make_optimizer,
     save_checkpoint,
     smoothed_targets,
     train,
+    train_step,
     warmup_lr,
 )
 
@@ -41,7 +45,7 @@ def test_smoothed_targets():
     assert torch.all(q[1] == 0)  # a pad target counts for nothing
     torch.testing.assert_close(q[[0, 2]].sum(-1), torch.ones(2))
     assert torch.all(q[:, 0] == 0)  # the pad never gets probability
-    with pytest.raises(ValueError, match="smoothing must be in"):
+    with pytest.raises(ValueError, match=r"smoothing.*\[0, 1\).*1.0"):
         smoothed_targets(torch.tensor([3]), 6, smoothing=1.0)
 
 
@@ -55,8 +59,44 @@ def test_label_smoothing_loss_is_cross_entropy_with_smoothed_targets():
     torch.testing.assert_close(loss, expected)
     plain = LabelSmoothingLoss(smoothing=0.0)(log_probs, target)
     torch.testing.assert_close(plain, F.nll_loss(log_probs.reshape(-1, 9), target.flatten(), ignore_index=0))
-    with pytest.raises(ValueError, match=r"log_probs must have shape target.shape \+ \(V,\)"):
+    with pytest.raises(ValueError, match=r"log_probs.*target.shape.*\(2, 5, 9\)"):
         LabelSmoothingLoss()(log_probs, target[:, :3])
+
+
+def test_label_smoothing_loss_against_pytorchs_cross_entropy():
+    # PyTorch spreads eps over all V classes (the true one and the pad included), ours over the
+    # V - 2 others and never the pad; pad targets are skipped by both
+    torch.manual_seed(1)
+    V, pad = 9, 0
+    logits = torch.randn(4, 6, V, dtype=torch.float64)
+    target = torch.randint(1, V, (4, 6))
+    target[0, 3:] = pad
+    target[2, 5] = pad
+    log_probs = torch.log_softmax(logits, dim=-1)
+    flat_logits, flat_target = logits.reshape(-1, V), target.reshape(-1)
+
+    # 1) eps = 0: both are the mean negative log-likelihood of the non-pad targets
+    torch.testing.assert_close(LabelSmoothingLoss(0.0, pad)(log_probs, target),
+                               F.cross_entropy(flat_logits, flat_target, ignore_index=pad))  # fmt: skip
+
+    # 2) a model that gives the pad no probability: ours(eps) is PyTorch's over the V - 1
+    #    non-pad classes with eps' = eps (V - 1) / (V - 2)
+    eps = 0.1
+    no_pad = logits.clone()
+    no_pad[..., pad] = -1e4  # exp(-1e4) is 0 in float64
+    ours = LabelSmoothingLoss(eps, pad)(torch.log_softmax(no_pad, dim=-1), target)
+    theirs = F.cross_entropy(no_pad[..., 1:].reshape(-1, V - 1), flat_target - 1,  # classes 1..V-1 -> 0..V-2
+                             ignore_index=pad - 1, label_smoothing=eps * (V - 1) / (V - 2))  # fmt: skip
+    torch.testing.assert_close(ours, theirs)
+
+    # 3) otherwise they differ: PyTorch's eps / V on the pad class and 1 - eps + eps / V on the true one
+    same_eps = F.cross_entropy(flat_logits, flat_target, ignore_index=pad, label_smoothing=eps)
+    assert abs(LabelSmoothingLoss(eps, pad)(log_probs, target).item() - same_eps.item()) > 1e-4
+    real = flat_target != pad
+    q = torch.full((int(real.sum()), V), eps / V, dtype=torch.float64)
+    q[torch.arange(len(q)), flat_target[real]] += 1 - eps
+    by_hand = -(q * log_probs.reshape(-1, V)[real]).sum(-1).mean()
+    torch.testing.assert_close(same_eps, by_hand)
 
 
 # --------------------------------------------------------------------------- schedule and optimizer
@@ -72,7 +112,7 @@ def test_warmup_schedule_rises_linearly_then_decays_as_inverse_sqrt():
     assert warmup_lr(4000, 512) == pytest.approx(512**-0.5 * 4000**-0.5)  # ~7.0e-4
     assert warmup_lr(0, 512) == warmup_lr(1, 512)
     assert warmup_lr(10, 64, 100, factor=2.0) == pytest.approx(2 * warmup_lr(10, 64, 100))
-    with pytest.raises(ValueError, match="warmup_steps must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="warmup_steps.*positive.*0"):
         warmup_lr(1, 512, 0)
 
 
@@ -116,6 +156,54 @@ def test_make_optimizer_fused_update_equals_plain_adam():
     assert min(travelled) > 1e-3  # every weight did move
 
 
+def nanogpt_lr(it, learning_rate=1e-3, warmup_iters=100, lr_decay_iters=2000, min_lr=1e-4):
+    """nanoGPT's get_lr (train.py), copied as it is written there."""
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+    coeff = 0.5 * (1.0 + np.cos(np.pi * decay_ratio))
+    return min_lr + coeff * (learning_rate - min_lr)
+
+
+def test_cosine_schedule_is_nanogpts():
+    steps = np.arange(0, 2500)
+    np.testing.assert_allclose(cosine_lr(steps), [nanogpt_lr(i) for i in steps], rtol=1e-12)
+    assert cosine_lr(0) == pytest.approx(1e-3 / 101) and cosine_lr(100) == pytest.approx(1e-3)
+    assert cosine_lr(1050) == pytest.approx(5.5e-4) and cosine_lr(2000) == cosine_lr(9999) == pytest.approx(1e-4)
+    np.testing.assert_allclose(cosine_lr(steps, 3e-4, 10, 500, 0.0), [nanogpt_lr(i, 3e-4, 10, 500, 0.0) for i in steps])
+    with pytest.raises(ValueError, match="decay_steps.*greater than warmup_steps=100.*50"):
+        cosine_lr(0, decay_steps=50)
+    with pytest.raises(ValueError, match=r"min_lr.*\[0, lr=0.001\].*0.01"):
+        cosine_lr(0, min_lr=1e-2)
+    with pytest.raises(ValueError, match="warmup_steps.*non-negative.*-1"):
+        cosine_lr(0, warmup_steps=-1)
+
+
+def test_make_adamw_decays_the_matrices_only():
+    torch.manual_seed(0)
+    model = tl.build_model(tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=11, src_vocab_size=11))
+    optimizer, scheduler = make_adamw(model, lr=1e-2, warmup_steps=0, decay_steps=10, weight_decay=0.5)
+    decayed, kept = optimizer.param_groups
+    assert isinstance(optimizer, torch.optim.AdamW) and decayed["betas"] == (0.9, 0.99)
+    assert (decayed["weight_decay"], kept["weight_decay"]) == (0.5, 0.0)
+    assert all(p.dim() == 2 for p in decayed["params"]) and all(p.dim() == 1 for p in kept["params"])
+    embedding = model.decoder.embedding.token_embedding.weight
+    assert any(p is embedding for p in decayed["params"])  # the tied embedding, once
+    assert len(decayed["params"]) + len(kept["params"]) == len(list(model.parameters()))
+    # with zero gradients AdamW's update is the decay alone: w <- w * (1 - lr * weight_decay)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    scheduler.step()
+    for name, p in model.named_parameters():
+        factor = 1 - 1e-2 * 0.5 if p.dim() >= 2 else 1.0
+        torch.testing.assert_close(p.detach(), before[name] * factor, msg=name)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(cosine_lr(1, 1e-2, 0, 10))
+
+
 # --------------------------------------------------------------------------- evaluation
 
 
@@ -147,7 +235,7 @@ def test_exact_match_counts_whole_sequences():
     assert exact_match(Oracle(), data) == 1.0
     wrong = torch.tensor(data.src_vocab.encode(data.pairs[5][0]))
     assert exact_match(Oracle(wrong=wrong), data, batch_size=7) == pytest.approx(39 / 40)
-    with pytest.raises(TypeError, match="data must be a Seq2SeqDataset"):
+    with pytest.raises(TypeError, match="data.*Seq2SeqDataset.*list"):
         exact_match(Oracle(), [([3], [3])])
 
 
@@ -210,15 +298,15 @@ def test_train_stops_at_the_time_limit_and_checks_its_arguments(one_thread):
     quick = train(model, data, steps=50, batch_size=16, eval_data=data, eval_every=1, target_accuracy=0.0,
                   target_checks=3, progress=False)  # fmt: skip
     assert quick.steps == 3 and quick.eval_steps == [1, 2, 3]
-    with pytest.raises(ValueError, match="target_checks must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="target_checks.*positive.*0"):
         train(model, data, steps=1, eval_data=data, target_accuracy=0.5, target_checks=0)
-    with pytest.raises(ValueError, match="steps or epochs must be given"):
+    with pytest.raises(ValueError, match="steps or epochs.*neither"):
         train(model, data)
-    with pytest.raises(ValueError, match="target_accuracy needs eval_data"):
+    with pytest.raises(ValueError, match="target_accuracy.*eval_data"):
         train(model, data, steps=1, target_accuracy=0.9)
-    with pytest.raises(TypeError, match="data must be a Seq2SeqDataset, got list"):
+    with pytest.raises(TypeError, match="data.*Seq2SeqDataset.*TextDataset.*list"):
         train(model, [], steps=1)
-    with pytest.raises(ValueError, match="d_model must be given"):
+    with pytest.raises(ValueError, match="d_model.*config.d_model"):
         train(torch.nn.Linear(2, 2), data, steps=1)
 
 
@@ -255,3 +343,124 @@ def test_a_notebook_bar_that_stops_early_is_full_and_green(one_thread, monkeypat
     (bar,) = _bars_of_an_early_stop(monkeypatch, notebook_tqdm)
     widget = bar.container.children[1]  # the IntProgress the notebook shows
     assert (widget.value, widget.max) == (2, 2) and widget.bar_style == "success"
+
+
+# --------------------------------------------------------------------------- a language model
+
+
+def cycle_text(n: int = 4000, period: int = 7, seed: int = 0) -> torch.Tensor:
+    """A text whose next token follows from the current one: a random cycle through 7 ids, repeated."""
+    cycle = torch.randperm(period, generator=torch.Generator().manual_seed(seed))
+    return cycle.repeat(n // period + 1)[:n]  # (n,)
+
+
+def tiny_gpt(vocab_size: int = 7, seed: int = 0) -> torch.nn.Module:
+    config = tl.TransformerConfig.preset("gpt-tiny", src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
+                                         d_model=32, num_layers=1, d_ff=64, max_len=16)  # fmt: skip
+    torch.manual_seed(seed)
+    return tl.build_model(config)
+
+
+def test_language_model_loss_is_the_mean_next_token_loss():
+    torch.manual_seed(0)
+    model = tiny_gpt()
+    data = TextDataset(cycle_text(1000), block_size=16)
+    model.train()
+    by_hand = []
+    with torch.no_grad():
+        for batch in data.loader(12, 30, seed=5):
+            log_probs = model.eval()(batch.tgt_in)
+            by_hand.append(F.nll_loss(log_probs.flatten(0, 1), batch.tgt_out.flatten()).item())
+    model.train()
+    # the same windows, fed 256 at a time: the same mean; the model's mode is restored
+    assert language_model_loss(model, data, 30, 12, seed=5) == pytest.approx(np.mean(by_hand), rel=1e-6)
+    assert model.training
+    whole = torch.cat([b.tgt_out for b in data.sequential_loader(1000)])
+    assert whole.numel() == (1000 - 16) // 16 * 16 + 16  # the 62 windows starting at 0, 16, ..., 976
+    assert language_model_loss(model, data, None) > 0
+    with pytest.raises(TypeError, match="data.*TextDataset.*list"):
+        language_model_loss(model, [1, 2, 3])
+
+
+def test_train_step_on_a_text_batch():
+    torch.manual_seed(0)
+    model = tiny_gpt()
+    batch = next(iter(TextDataset(cycle_text(500), 16).loader(8, 1, seed=0)))
+    assert isinstance(batch, TextBatch)
+    optimizer, scheduler = make_adamw(model, warmup_steps=0, decay_steps=10)
+    expected = F.nll_loss(model(batch.tgt_in).flatten(0, 1), batch.tgt_out.flatten()).item()
+    loss = train_step(model, batch, torch.nn.CrossEntropyLoss(), optimizer, scheduler)
+    assert loss == pytest.approx(expected, rel=1e-5)  # the loss before the update
+    assert F.nll_loss(model(batch.tgt_in).flatten(0, 1), batch.tgt_out.flatten()).item() < expected
+
+
+def test_train_learns_a_language_model_and_records_the_curve(one_thread, tmp_path):
+    train_data, val_data = split_text(cycle_text(4000), block_size=16)
+    model = tiny_gpt()
+    history = train(model, train_data, steps=120, batch_size=16, warmup_steps=10, lr=1e-2, min_lr=1e-3,
+                    eval_data=val_data, eval_every=40, eval_batches=5, progress=False)  # fmt: skip
+    assert history.steps == len(history.losses) == 120 and history.tokens == 120 * 16 * 16
+    assert history.eval_steps == [0, 40, 80, 120]  # before training, then every 40 steps
+    assert len(history.eval_loss) == len(history.eval_train_loss) == len(history.eval_seconds) == 4
+    assert history.eval_seconds[0] == 0 and history.eval_seconds == sorted(history.eval_seconds)
+    assert history.eval_loss[0] > 1.5 and history.final_loss < 0.1  # ln 7 = 1.95 -> the cycle is learned
+    assert history.final_accuracy is None and not history.eval_accuracy
+    np.testing.assert_allclose(history.lrs, cosine_lr(np.arange(1, 121), 1e-2, 10, 120, 1e-3))
+    assert history.final_loss == pytest.approx(language_model_loss(model, val_data, 5, 16))
+
+    # seeded: the same run again gives the same losses; another seed draws other windows
+    again = train(tiny_gpt(), train_data, steps=20, batch_size=16, warmup_steps=10, progress=False)
+    twice = train(tiny_gpt(), train_data, steps=20, batch_size=16, warmup_steps=10, progress=False)
+    other = train(tiny_gpt(), train_data, steps=20, batch_size=16, warmup_steps=10, progress=False, seed=1)
+    assert again.losses == twice.losses and again.losses != other.losses
+
+    # a float16 checkpoint: half the bytes, and the model it loads is the float16-rounded one
+    save_checkpoint(tmp_path / "lm32.pt", model, history=history)
+    save_checkpoint(tmp_path / "lm16.pt", model, history=history, dtype=torch.float16)
+    assert (tmp_path / "lm16.pt").stat().st_size < 0.7 * (tmp_path / "lm32.pt").stat().st_size
+    restored, restored_history = load_checkpoint(tmp_path / "lm16.pt")
+    assert isinstance(restored, tl.DecoderOnlyModel) and restored_history == history
+    for (name, p), q in zip(model.named_parameters(), restored.parameters()):
+        assert q.dtype == torch.float32
+        torch.testing.assert_close(q, p.detach().half().float(), rtol=0, atol=0, msg=name)
+    with pytest.raises(TypeError, match="dtype.*floating.*int64"):
+        save_checkpoint(tmp_path / "x.pt", model, dtype=torch.int64)
+
+
+def test_language_model_training_stops_early_and_checks_its_arguments(one_thread):
+    train_data, val_data = split_text(cycle_text(4000), block_size=16)
+    model = tiny_gpt()
+    history = train(model, train_data, steps=400, batch_size=16, warmup_steps=10, lr=1e-2, eval_data=val_data,
+                    eval_every=10, eval_batches=2, target_loss=0.5, target_checks=2, progress=False)  # fmt: skip
+    assert history.steps < 400 and max(history.eval_loss[-2:]) <= 0.5 < min(history.eval_loss[:-2])
+    with pytest.raises(ValueError, match="steps.*TextDataset.*epochs=2"):
+        train(model, train_data, epochs=2)
+    with pytest.raises(TypeError, match="eval_data.*TextDataset.*Seq2SeqDataset"):
+        train(model, train_data, steps=1, eval_data=make_task("copy", 10))
+    with pytest.raises(ValueError, match="target_loss.*eval_data.*TextDataset"):
+        train(model, train_data, steps=1, target_loss=1.0)
+    with pytest.raises(ValueError, match="target_accuracy.*Seq2SeqDataset"):
+        train(model, train_data, steps=1, eval_data=val_data, target_accuracy=0.9)
+    with pytest.raises(ValueError, match="decay_steps.*warmup_steps=100.*5"):
+        train(model, train_data, steps=5)
+
+
+def test_seq2seq_batches_come_from_the_seeded_dataloader(one_thread, monkeypatch):
+    data = make_task("reverse", 96, seed=1, max_len=6, num_symbols=6)
+    config = tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)
+    seen = []
+    loader = type(data).loader
+
+    def recording_loader(self, *args, **kwargs):
+        made = loader(self, *args, **kwargs)
+        seen.append(made)
+        return made
+
+    monkeypatch.setattr(type(data), "loader", recording_loader)
+    runs = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(0)
+        runs.append(train(tl.Transformer(config), data, epochs=2, batch_size=32, seed=seed, progress=False).losses)
+    assert len(seen) == 6 and all(isinstance(s, torch.utils.data.DataLoader) for s in seen)  # one per epoch
+    assert [s.batch_sampler.seed for s in seen[:2]] == [0, 4]  # seed + steps so far + epoch
+    assert runs[0] == runs[1] and runs[0] != runs[2]

@@ -1,16 +1,23 @@
-"""Training: label smoothing, the warm-up learning-rate schedule, the training loop, checkpoints.
+"""Training: label smoothing, two learning-rate recipes, one training loop, evaluation, checkpoints.
 
 * :func:`smoothed_targets` and :class:`LabelSmoothingLoss`: the target distribution puts
   ``1 - smoothing`` on the right token and spreads ``smoothing`` over the other
   (non-padding) tokens; the loss is the cross-entropy against it (Szegedy et al., 2016;
-  the paper uses ``smoothing = 0.1``).
+  the paper uses ``smoothing = 0.1``). PyTorch's ``F.cross_entropy(label_smoothing=)``
+  spreads it differently; the class's docstring says how.
 * :func:`warmup_lr`: ``lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)``,
   a linear warm-up followed by an inverse-square-root decay (section 5.3 of the paper).
 * :func:`make_optimizer`: Adam with ``beta_1 = 0.9``, ``beta_2 = 0.98``, ``eps = 1e-9``
   and that schedule.
-* :func:`train`: the loop (teacher forcing, gradient clipping, a tqdm progress bar that
-  works in a terminal and in a notebook, a loss history, held-out evaluation).
+* :func:`cosine_lr` and :func:`make_adamw`: the GPT recipe as nanoGPT runs it: AdamW with
+  weight decay on the matrices only, a linear warm-up, then a cosine decay to ``min_lr``.
+* :func:`train`: one loop for a sequence-to-sequence model on a
+  :class:`~transformer_lib.data.Seq2SeqDataset` (teacher forcing) and for a decoder-only
+  language model on a :class:`~transformer_lib.data.TextDataset` (next-token prediction);
+  gradient clipping, a tqdm progress bar that works in a terminal and in a notebook, a
+  loss history, held-out evaluation, early stopping and a time limit.
 * :func:`exact_match`: the share of held-out examples decoded exactly right (greedy).
+* :func:`language_model_loss`: a language model's mean next-token loss on a text split.
 * :func:`save_checkpoint` and :func:`load_checkpoint`.
 
 Taught in chapter 11.
@@ -27,11 +34,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
 from . import _checks
-from .data import PAD_ID, Batch, Seq2SeqDataset
+from .data import PAD_ID, Batch, Seq2SeqDataset, TextBatch, TextDataset
 from .decoding import greedy_decode
 
 
@@ -77,6 +85,17 @@ class LabelSmoothingLoss(nn.Module):
     scalar. With smoothing the smallest possible loss is the entropy of the smoothed
     distribution, not 0. It equals ``-(smoothed_targets(...) * log_probs).sum() / n``,
     computed without building the ``(n, V)`` matrix.
+
+    The course keeps its own loss to show the target distribution (the Annotated
+    Transformer's variant). PyTorch's ``F.cross_entropy(logits, target,
+    label_smoothing=eps, ignore_index=pad_id)`` differs in where ``eps`` goes: it mixes
+    the one-hot target with the uniform distribution over all V classes, so the correct
+    token gets ``1 - eps + eps / V`` and every other class ``eps / V``, the pad class
+    included. Ours gives the correct token ``1 - eps``, each of the ``V - 2`` other
+    non-pad tokens ``eps / (V - 2)``, and the pad class nothing. Both skip positions whose
+    target is the pad and average over the rest. They agree exactly when ``eps = 0``, and
+    when the model gives the pad no probability: then ours equals PyTorch's over the
+    ``V - 1`` non-pad classes with ``label_smoothing = eps * (V - 1) / (V - 2)``.
     """
 
     def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID):
@@ -141,6 +160,71 @@ def make_optimizer(
     return optimizer, scheduler
 
 
+def cosine_lr(
+    step: int | np.ndarray,
+    lr: float = 1e-3,
+    warmup_steps: int = 100,
+    decay_steps: int = 2000,
+    min_lr: float = 1e-4,
+):
+    """nanoGPT's learning rate at 0-based step ``step``: linear warm-up, cosine decay, then a floor.
+
+    ``lr * (step + 1) / (warmup_steps + 1)`` while ``step < warmup_steps``; then
+    ``min_lr + (lr - min_lr) * (1 + cos(pi * r)) / 2`` with ``r`` going from 0 at
+    ``warmup_steps`` to 1 at ``decay_steps``; ``min_lr`` after that. ``step`` may be a numpy
+    array (to plot the curve).
+    """
+    for name, value in (("lr", lr), ("min_lr", min_lr)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+            raise TypeError(f"{name} must be a float, got {type(value).__name__} {value!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be positive, got {lr}")
+    if not 0.0 <= min_lr <= lr:
+        raise ValueError(f"min_lr must be in [0, lr={lr}], got {min_lr}")
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, (int, np.integer)) or warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be a non-negative integer, got {warmup_steps!r}")
+    decay_steps = _checks.positive_int(decay_steps, "decay_steps")
+    if decay_steps <= warmup_steps:
+        raise ValueError(f"decay_steps must be greater than warmup_steps={warmup_steps}, got {decay_steps}")
+    s = np.asarray(step, dtype=np.float64)
+    warm = lr * (s + 1) / (warmup_steps + 1)
+    r = np.clip((s - warmup_steps) / (decay_steps - warmup_steps), 0.0, 1.0)
+    decayed = min_lr + 0.5 * (1.0 + np.cos(np.pi * r)) * (lr - min_lr)
+    out = np.where(s < warmup_steps, warm, decayed)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def make_adamw(
+    model: nn.Module,
+    lr: float = 1e-3,
+    warmup_steps: int = 100,
+    decay_steps: int = 2000,
+    min_lr: float = 1e-4,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.99),
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with the :func:`cosine_lr` schedule, as nanoGPT trains a GPT; stepped once per batch.
+
+    Weight decay applies to the parameters with two or more dimensions (the matrices of
+    the linear layers and the embeddings) and not to biases and layer-norm gains, as in
+    nanoGPT's ``configure_optimizers``. nanoGPT's character-level Shakespeare settings are
+    the defaults: peak ``lr`` 1e-3, ``betas`` (0.9, 0.99), ``weight_decay`` 0.1, 100
+    warm-up steps, cosine decay to 1e-4 at step 2,000. PyTorch's fused kernel on CPU and
+    CUDA, as in :func:`make_optimizer`.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
+    cosine_lr(0, lr, warmup_steps, decay_steps, min_lr)  # checks the arguments now, not at the first step
+    optimizer = torch.optim.AdamW(groups, lr=1.0, betas=betas, fused=fused or None)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: cosine_lr(i, lr, warmup_steps, decay_steps, min_lr)
+    )
+    return optimizer, scheduler
+
+
 @dataclass
 class History:
     """What a training run recorded.
@@ -148,7 +232,12 @@ class History:
     Attributes:
         losses: the training loss of every step (per target token).
         lrs: the learning rate of every step.
-        eval_steps, eval_accuracy: when the held-out exact-match accuracy was measured, and its value.
+        eval_steps: the steps after which the model was evaluated (0: before training).
+        eval_accuracy: a sequence-to-sequence model's held-out exact-match accuracy at each
+            of them.
+        eval_loss, eval_train_loss: a language model's mean next-token loss on the held-out
+            split and on the training split at each of them (:func:`language_model_loss`).
+        eval_seconds: ``train_seconds`` at each evaluation (for a loss-against-time curve).
         steps, tokens: optimisation steps and target tokens seen.
         train_seconds: wall time spent in training steps; ``total_seconds`` includes evaluation.
         train_cpu_seconds: processor time of the training steps (steadier than wall time
@@ -159,6 +248,9 @@ class History:
     lrs: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     eval_accuracy: list[float] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    eval_train_loss: list[float] = field(default_factory=list)
+    eval_seconds: list[float] = field(default_factory=list)
     steps: int = 0
     tokens: int = 0
     train_seconds: float = 0.0
@@ -174,6 +266,11 @@ class History:
     def final_accuracy(self) -> float | None:
         """The last held-out accuracy measured, if any."""
         return self.eval_accuracy[-1] if self.eval_accuracy else None
+
+    @property
+    def final_loss(self) -> float | None:
+        """The last held-out language-model loss measured, if any."""
+        return self.eval_loss[-1] if self.eval_loss else None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -208,14 +305,85 @@ def _device_of(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def train_step(
-    model, batch: Batch, loss_fn: Callable, optimizer, scheduler=None, clip_norm: float | None = 1.0
+#: the seed of the windows :func:`language_model_loss` draws by default: the same windows at every
+#: evaluation of every run, and not the training run's own first windows
+EVAL_SEED = 1_000_003
+
+
+def language_model_loss(
+    model: nn.Module,
+    data: TextDataset,
+    num_batches: int | None = 200,
+    batch_size: int = 12,
+    seed: int = EVAL_SEED,
 ) -> float:
-    """One optimisation step on one batch (teacher forcing); returns the loss."""
+    """A language model's mean next-token loss (nats per token) on one split of a text.
+
+    Args:
+        model: maps ``(batch, T)`` ids to log-probabilities ``(batch, T, V)`` with a causal
+            mask (a :class:`~transformer_lib.model.DecoderOnlyModel`).
+        data: the split, a :class:`~transformer_lib.data.TextDataset`.
+        num_batches: average over the windows of ``num_batches`` random batches of
+            ``batch_size`` (``data.loader(batch_size, num_batches, seed)``: the same windows
+            for the same seed, as nanoGPT's ``estimate_loss`` averages ``eval_iters``
+            batches, though nanoGPT draws new ones each time); ``None``: every
+            non-overlapping window of the split once (``data.sequential_loader``).
+        batch_size: windows per batch.
+        seed: the seed of the random windows.
+
+    The model runs in eval mode without gradients (its mode is restored afterwards); the
+    windows are fed 256 at a time, which changes nothing but the speed.
+    """
+    if not isinstance(data, TextDataset):
+        raise TypeError(f"data must be a TextDataset, got {type(data).__name__}")
+    batch_size = _checks.positive_int(batch_size, "batch_size")
+    if num_batches is None:
+        loader = data.sequential_loader(256)
+    else:
+        num_batches = _checks.positive_int(num_batches, "num_batches")
+        loader = data.loader(batch_size, num_batches, seed)
+    device = _device_of(model)
+    was_training = model.training
+    model.eval()
+    total, count, waiting = 0.0, 0, []
+    try:
+        with torch.no_grad():
+            for i, batch in enumerate(loader):
+                waiting.append(batch)
+                if sum(len(b) for b in waiting) < 256 and i + 1 < len(loader):
+                    continue
+                tgt_in = torch.cat([b.tgt_in for b in waiting]).to(device)  # (windows, T)
+                tgt_out = torch.cat([b.tgt_out for b in waiting]).to(device)  # (windows, T)
+                log_probs = model(tgt_in)  # (windows, T, V)
+                total += F.nll_loss(log_probs.flatten(0, 1), tgt_out.flatten(), reduction="sum").item()
+                count += tgt_out.numel()
+                waiting = []
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def train_step(
+    model: nn.Module,
+    batch: Batch | TextBatch,
+    loss_fn: Callable,
+    optimizer: torch.optim.Optimizer,
+    scheduler=None,
+    clip_norm: float | None = 1.0,
+) -> float:
+    """One optimisation step on one batch; returns the loss.
+
+    A :class:`~transformer_lib.data.Batch` trains a sequence-to-sequence model with teacher
+    forcing; a :class:`~transformer_lib.data.TextBatch` trains a decoder-only language model
+    to predict the next token (its causal mask is the model's default).
+    """
     # 1) predict every target position at once from the shifted-right target
-    log_probs = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, tgt_len, V)
-    # 2) label-smoothed loss per real target token
-    loss = loss_fn(log_probs, batch.tgt_out)
+    if isinstance(batch, TextBatch):
+        log_probs = model(batch.tgt_in)  # (batch, T, V)
+    else:
+        log_probs = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, tgt_len, V)
+    # 2) the loss per real target token
+    loss = loss_fn(log_probs.flatten(0, 1), batch.tgt_out.flatten())  # (batch * len, V), (batch * len,)
     # 3) backpropagate, clip the gradient norm, update, advance the schedule
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -227,20 +395,39 @@ def train_step(
     return loss.item()
 
 
+def _evaluate(history: History, model: nn.Module, data, eval_data, eval_batches: int, batch_size: int) -> str:
+    """Evaluate once, record it in ``history``; returns the progress bar's text for it."""
+    history.eval_steps.append(history.steps)
+    history.eval_seconds.append(history.train_seconds)
+    if isinstance(eval_data, TextDataset):
+        history.eval_loss.append(language_model_loss(model, eval_data, eval_batches, batch_size))
+        history.eval_train_loss.append(language_model_loss(model, data, eval_batches, batch_size))
+        return f"{history.eval_loss[-1]:.3f}"
+    history.eval_accuracy.append(exact_match(model, eval_data))
+    return f"{history.eval_accuracy[-1]:.3f}"
+
+
 def train(
     model: nn.Module,
-    data: Seq2SeqDataset,
+    data: Seq2SeqDataset | TextDataset,
     *,
     steps: int | None = None,
     epochs: int | None = None,
     batch_size: int = 64,
-    warmup_steps: int = 400,
+    warmup_steps: int | None = None,
     lr_factor: float = 1.0,
-    smoothing: float = 0.1,
+    lr: float = 1e-3,
+    min_lr: float = 1e-4,
+    decay_steps: int | None = None,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.99),
+    smoothing: float | None = None,
     clip_norm: float | None = 1.0,
-    eval_data: Seq2SeqDataset | None = None,
+    eval_data: Seq2SeqDataset | TextDataset | None = None,
     eval_every: int | None = None,
+    eval_batches: int = 20,
     target_accuracy: float | None = None,
+    target_loss: float | None = None,
     target_checks: int = 1,
     time_limit: float | None = None,
     progress: bool = True,
@@ -251,64 +438,120 @@ def train(
     scheduler=None,
     history: History | None = None,
 ) -> History:
-    """Train a sequence-to-sequence model on ``data`` and record what happened.
+    """Train a sequence-to-sequence model or a decoder-only language model and record what happened.
+
+    The data decides which. A :class:`~transformer_lib.data.Seq2SeqDataset` trains
+    ``model(src, tgt_in, src_mask, tgt_mask)`` with teacher forcing, the paper's recipe
+    (Adam with :func:`warmup_lr`, label smoothing), shuffled batches of examples, and is
+    evaluated by :func:`exact_match`. A :class:`~transformer_lib.data.TextDataset` trains
+    ``model(tgt_in)`` to predict the next token, nanoGPT's recipe (AdamW with
+    :func:`cosine_lr`, no label smoothing), on random windows of the text, and is evaluated
+    by :func:`language_model_loss` on ``eval_data`` and on the training split.
 
     Stops after ``steps`` optimisation steps or ``epochs`` passes over the data
-    (whichever comes first; at least one must be given), after ``time_limit`` seconds of
-    training, or as soon as the held-out accuracy reaches ``target_accuracy`` (at
-    ``target_checks`` evaluations in a row: more than one guards against a lucky check).
+    (whichever comes first; at least one must be given; a text's windows are drawn at
+    random, so it takes ``steps``), after ``time_limit`` seconds of training, or as soon
+    as the held-out accuracy reaches ``target_accuracy`` (or the held-out loss falls to
+    ``target_loss``) at ``target_checks`` evaluations in a row: more than one guards
+    against a lucky check.
 
     Args:
-        model: ``model(src, tgt_in, src_mask, tgt_mask)`` -> log-probabilities, plus
-            ``encode``/``decode`` for evaluation (a :class:`~transformer_lib.model.Transformer`).
+        model: a :class:`~transformer_lib.model.Transformer` (with ``encode``/``decode``
+            for evaluation), or a :class:`~transformer_lib.model.DecoderOnlyModel`.
         data: the training set.
-        batch_size: examples per step.
-        warmup_steps, lr_factor: the schedule of :func:`warmup_lr`; ``d_model`` defaults
-            to ``model.config.d_model``.
-        smoothing: label smoothing epsilon.
+        batch_size: examples (or windows) per step.
+        warmup_steps: steps of linear warm-up (default 400 for the paper's schedule, 100
+            for the GPT recipe).
+        lr_factor: the paper's schedule, :func:`warmup_lr`; ``d_model`` defaults to
+            ``model.config.d_model``.
+        lr, min_lr, decay_steps, weight_decay, betas: the GPT recipe, :func:`make_adamw`:
+            peak and final learning rate, the step at which the cosine reaches ``min_lr``
+            (default: ``steps``), AdamW's weight decay (matrices only) and betas.
+        smoothing: label smoothing epsilon (default 0.1 for a sequence-to-sequence model,
+            0 for a language model, whose loss is PyTorch's ``nn.CrossEntropyLoss``).
         clip_norm: the largest gradient norm (``None``: no clipping).
-        eval_data: held-out examples for :func:`exact_match` every ``eval_every`` steps
-            (default: once per epoch) and at the end.
+        eval_data: held-out data of the same kind as ``data``, evaluated every
+            ``eval_every`` steps (default: once per epoch; for a language model only at the
+            end) and at the end; a language model is evaluated before its first step too.
+        eval_batches: a language model's evaluations average ``eval_batches`` random
+            batches of ``batch_size`` windows, the same windows each time.
         progress: show a tqdm progress bar (terminal or notebook).
-        seed: seeds the shuffling of the batches and ``torch`` (dropout).
+        seed: seeds the order of the batches (or the windows drawn) and ``torch`` (dropout).
         bucket: batch examples of similar length together (less padding, faster steps).
         optimizer, scheduler, history: continue an earlier run (from :func:`make_optimizer`
-            and a previous :class:`History`, e.g. after :func:`load_checkpoint`).
+            or :func:`make_adamw` and a previous :class:`History`, e.g. after
+            :func:`load_checkpoint`), or bring another optimizer.
 
     Returns:
         the :class:`History`.
     """
-    if not isinstance(data, Seq2SeqDataset):
-        raise TypeError(f"data must be a Seq2SeqDataset, got {type(data).__name__}")
+    language_model = isinstance(data, TextDataset)
+    if not language_model and not isinstance(data, Seq2SeqDataset):
+        raise TypeError(f"data must be a Seq2SeqDataset or a TextDataset, got {type(data).__name__}")
+    if eval_data is not None and type(eval_data) is not type(data):
+        kind = type(data).__name__
+        raise TypeError(f"eval_data must be a {kind} like data, got {type(eval_data).__name__}")
     if steps is None and epochs is None:
         raise ValueError("steps or epochs must be given, got neither")
+    if language_model and steps is None:
+        raise ValueError(f"steps must be given for a TextDataset (its windows are drawn at random, it has "
+                         f"no epochs), got steps=None and epochs={epochs}")  # fmt: skip
     steps = None if steps is None else _checks.positive_int(steps, "steps")
     epochs = None if epochs is None else _checks.positive_int(epochs, "epochs")
     batch_size = _checks.positive_int(batch_size, "batch_size")
-    if target_accuracy is not None and eval_data is None:
-        raise ValueError("target_accuracy needs eval_data (the held-out examples), got None")
-    if d_model is None:
-        d_model = getattr(getattr(model, "config", None), "d_model", None)
-        if d_model is None:
-            raise ValueError("d_model must be given for a model without config.d_model")
+    eval_batches = _checks.positive_int(eval_batches, "eval_batches")
+    target = target_loss if language_model else target_accuracy
+    if target_accuracy is not None and (eval_data is None or language_model):
+        raise ValueError("target_accuracy needs eval_data (the held-out examples) of a Seq2SeqDataset, got "
+                         f"{type(eval_data).__name__}")  # fmt: skip
+    if target_loss is not None and (eval_data is None or not language_model):
+        raise ValueError(f"target_loss needs eval_data (the held-out text) of a TextDataset, got "
+                         f"{type(eval_data).__name__}")  # fmt: skip
     target_checks = _checks.positive_int(target_checks, "target_checks")
-    steps_per_epoch = math.ceil(len(data) / batch_size)
-    if eval_data is not None and eval_every is None:
-        eval_every = steps_per_epoch
-    total = min(x for x in (steps, epochs and epochs * steps_per_epoch) if x)
-    if optimizer is None:
-        optimizer, scheduler = make_optimizer(model, d_model, warmup_steps, lr_factor)
+    if language_model:
+        total = steps
+        if eval_data is not None and eval_every is None:
+            eval_every = steps
+    else:
+        steps_per_epoch = math.ceil(len(data) / batch_size)
+        if eval_data is not None and eval_every is None:
+            eval_every = steps_per_epoch
+        total = min(x for x in (steps, epochs and epochs * steps_per_epoch) if x)
+    if eval_every is not None:
+        eval_every = _checks.positive_int(eval_every, "eval_every")
+    if optimizer is None and language_model:
+        warmup = 100 if warmup_steps is None else warmup_steps
+        decay = steps if decay_steps is None else decay_steps
+        optimizer, scheduler = make_adamw(model, lr, warmup, decay, min_lr, weight_decay, betas)
+    elif optimizer is None:
+        if d_model is None:
+            d_model = getattr(getattr(model, "config", None), "d_model", None)
+            if d_model is None:
+                raise ValueError("d_model must be given for a model without config.d_model")
+        warmup = 400 if warmup_steps is None else warmup_steps
+        optimizer, scheduler = make_optimizer(model, d_model, warmup, lr_factor)
     history = History() if history is None else history
-    loss_fn = LabelSmoothingLoss(smoothing, PAD_ID)
+    if language_model:
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=_smoothing(0.0 if smoothing is None else smoothing))
+    else:
+        loss_fn = LabelSmoothingLoss(0.1 if smoothing is None else smoothing, PAD_ID)
     device = _device_of(model)
     torch.manual_seed(seed)
 
+    def batches(epoch: int):
+        """One epoch's batches (for a text, every step's) from a ``DataLoader``."""
+        if language_model:  # a new seed for a continued run, so it does not see the same windows again
+            return data.loader(batch_size, total, seed + history.steps)
+        return data.loader(batch_size, shuffle=True, seed=seed + history.steps + epoch, bucket=bucket)
+
     start_total = time.perf_counter()
+    if language_model and eval_data is not None and history.steps == 0:
+        _evaluate(history, model, data, eval_data, eval_batches, batch_size)  # the untrained model
     bar = tqdm(total=total, disable=not progress, desc="training", unit="step", leave=True)
     step, epoch, stop = 0, 0, False
     try:
         while not stop:
-            for batch in data.batches(batch_size, shuffle=True, seed=seed + history.steps + epoch, bucket=bucket):
+            for batch in batches(epoch):
                 model.train()
                 tick, cpu_tick = time.perf_counter(), time.process_time()
                 loss = train_step(model, batch.to(device), loss_fn, optimizer, scheduler, clip_norm)
@@ -321,12 +564,12 @@ def train(
                 step += 1
                 bar.update(1)
                 if eval_data is not None and step % eval_every == 0:
-                    history.eval_steps.append(history.steps)
-                    history.eval_accuracy.append(exact_match(model, eval_data))
-                    bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.eval_accuracy[-1]:.3f}")
-                    recent = history.eval_accuracy[-target_checks:]
-                    if target_accuracy is not None and len(recent) == target_checks and min(recent) >= target_accuracy:
-                        stop = True
+                    shown = _evaluate(history, model, data, eval_data, eval_batches, batch_size)
+                    bar.set_postfix({"loss": f"{loss:.3f}", "val" if language_model else "acc": shown})
+                    scores = history.eval_loss if language_model else history.eval_accuracy
+                    recent = scores[-target_checks:]
+                    if target is not None and len(recent) == target_checks:
+                        stop = max(recent) <= target if language_model else min(recent) >= target
                 elif step % 20 == 0:
                     bar.set_postfix(loss=f"{loss:.3f}")
                 if step >= total or (time_limit is not None and history.train_seconds >= time_limit):
@@ -346,20 +589,33 @@ def train(
     finally:
         bar.close()
     if eval_data is not None and (not history.eval_steps or history.eval_steps[-1] != history.steps):
-        history.eval_steps.append(history.steps)
-        history.eval_accuracy.append(exact_match(model, eval_data))
+        _evaluate(history, model, data, eval_data, eval_batches, batch_size)
     model.eval()
     history.total_seconds += time.perf_counter() - start_total
     return history
 
 
 def save_checkpoint(
-    path: str | Path, model: nn.Module, optimizer=None, scheduler=None, history: History | None = None
+    path: str | Path,
+    model: nn.Module,
+    optimizer=None,
+    scheduler=None,
+    history: History | None = None,
+    dtype: torch.dtype | None = None,
 ) -> None:
-    """Save the model's weights (and its config, the optimizer, the schedule and the history) to ``path``."""
+    """Save the model's weights (and its config, the optimizer, the schedule and the history) to ``path``.
+
+    ``dtype`` (e.g. ``torch.float16``) stores the floating-point weights at that precision,
+    halving a float32 file; :func:`load_checkpoint` copies them back into a float32 model.
+    """
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating torch.dtype such as torch.float16, got {dtype!r}")
     config = getattr(model, "config", None)
+    weights = model.state_dict()
+    if dtype is not None:
+        weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
     state = {
-        "model": model.state_dict(),
+        "model": weights,
         "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None,
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "scheduler": None if scheduler is None else scheduler.state_dict(),
@@ -386,7 +642,7 @@ def load_checkpoint(
     if model is None:
         if state["config"] is None:
             raise ValueError("model must be given: the checkpoint holds no config to build one from")
-        from .model import TransformerConfig, build_model
+        from . import TransformerConfig, build_model  # the package's, whichever module defines them
 
         model = build_model(TransformerConfig(**state["config"]))
     model.load_state_dict(state["model"])
