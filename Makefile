@@ -53,6 +53,13 @@ test: lint unit notebooks book-tests
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# a small GPT on tiny Shakespeare with nanoGPT's CPU settings, into results/shakespeare/char.json
+# (about 5 minutes on one thread); SHAKESPEARE_ARGS="--steps 10000 --name char_long" for longer
+SHAKESPEARE_ARGS ?=
+.PHONY: shakespeare
+shakespeare: $(STAMP)
+	$(BIN)/python scripts/train_shakespeare.py $(SHAKESPEARE_ARGS)
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 
