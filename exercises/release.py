@@ -64,7 +64,8 @@ def build_set(name: str, out: Path, run_tests: bool = True) -> Path:
     return result
 
 
-def build_release(out: Path, names: list[str] | None = None, jobs: int = 2, run_tests: bool = True) -> list[Path]:
+def build_release(out: Path, names: list[str] | None = None, jobs: int = 2,
+                  run_tests: bool = True) -> list[Path]:
     """Build every set (in parallel, one process per set); return their result folders."""
     sets = exercise_sets(names)
     out.mkdir(parents=True, exist_ok=True)

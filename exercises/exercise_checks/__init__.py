@@ -49,14 +49,24 @@ from .set02_masked_attention import (
     check_masked_attention,
     check_padding_mask,
 )
-from .set03_multi_head import check_count_parameters, check_merge_heads, check_multi_head_attention, check_split_heads
+from .set03_multi_head import (
+    check_count_parameters,
+    check_merge_heads,
+    check_multi_head_attention,
+    check_split_heads,
+)
 from .set04_positional import (
     check_offset_matrix,
     check_rotation_matrix,
     check_shift_encoding,
     check_sinusoidal_encoding,
 )
-from .set05_layers_decoding import check_encoder_layer, check_feed_forward, check_greedy_decode, check_layer_norm
+from .set05_layers_decoding import (
+    check_encoder_layer,
+    check_feed_forward,
+    check_greedy_decode,
+    check_layer_norm,
+)
 
 __all__ = [
     "ATOL",

@@ -112,10 +112,12 @@ def expect_array(
     the first one equal to the answer is named in the message, else ``fallback_hint`` if given.
     ``plural`` says that ``what`` is a plural noun ("the attention weights"), for the verbs.
     """
-    has, does, contains, is_ = ("have", "do", "contain", "are") if plural else ("has", "does", "contains", "is")
+    verbs = ("have", "do", "contain", "are") if plural else ("has", "does", "contains", "is")
+    has, does, contains, is_ = verbs
     want = _asarray(want)
     if isinstance(got, tuple):
-        raise AssertionError(f"{what} should be one array of shape {want.shape}, but it is a tuple of {len(got)}")
+        raise AssertionError(
+            f"{what} should be one array of shape {want.shape}, but it is a tuple of {len(got)}")
     if isinstance(got, Unconvertible):
         raise AssertionError(f"{what} should be an array of numbers, but it is {got!r}")
     got = _asarray(got)
@@ -188,6 +190,6 @@ def sum_hint(got: Any, axis: int, shape: tuple) -> str:
             return ""
         for a in range(g.ndim):
             if a != axis % g.ndim and close(g.sum(axis=a), np.ones(np.delete(shape, a)), 1e-6, 1e-9):
-                return (f"the values sum to 1 along axis {a}, not along axis {axis}: take the maximum and the "
-                        f"sum along the same axis, axis={axis}, with keepdims=True")
+                return (f"the values sum to 1 along axis {a}, not along axis {axis}: take the maximum and "
+                        f"the sum along the same axis, axis={axis}, with keepdims=True")
         return f"the values along axis {axis} should sum to 1; here they sum to {fmt(g.sum(axis=axis))}"

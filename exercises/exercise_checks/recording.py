@@ -300,7 +300,8 @@ def call(name: str, fn: Any, *args: Any, error_hint: str = "", **kwargs: Any) ->
         out = fn.lookup(fingerprint(name, args, kwargs))
     else:
         if fn is None:
-            raise AssertionError(f"{name} is not defined: run the cell that defines it (keep the name {name})")
+            raise AssertionError(
+                f"{name} is not defined: run the cell that defines it (keep the name {name})")
         if not callable(fn):
             raise AssertionError(f"{name} should be a function, but it is a {type(fn).__name__}")
         key = fingerprint(name, args, kwargs) if RECORDING else None

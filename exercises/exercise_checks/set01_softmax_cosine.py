@@ -37,7 +37,8 @@ def check_cosine_similarity(cosine_similarity: Any, A: Any, B: Any = None) -> No
             if has_zero_row else "check for a division by zero"
         ),
         mistakes={
-            "these are plain dot products A @ B.T; divide each by the two vectors' lengths": lambda: A @ other.T,
+            "these are plain dot products A @ B.T; divide each by the two vectors' lengths": lambda: (
+                A @ other.T),
             "the norms were taken down the columns (axis=0); each vector is a row, so use axis=1": lambda: (
                 A / np.linalg.norm(A, axis=0)) @ (other / np.linalg.norm(other, axis=0)).T,
             "only A's rows were normalised; divide by the norms of B's rows too": lambda: (
@@ -54,8 +55,10 @@ def _softmax_mistakes(x: np.ndarray, axis: int) -> dict[str, Callable[[], Any]]:
             mistakes[f"the values sum to 1 along axis {a}; normalise along axis={axis} "
                      "(np.sum(..., axis=axis, keepdims=True))"] = lambda a=a: reference_softmax(x, axis=a)
     mistakes["the maximum was subtracted over the whole array, not per slice along the axis: "
-             "slices far below the global maximum underflow to 0/0"] = lambda: naive_softmax(x - x.max(), axis)
-    mistakes["the exponentials were not divided by their sum"] = lambda: np.exp(x - x.max(axis=axis, keepdims=True))
+             "slices far below the global maximum underflow to 0/0"] = lambda: (
+        naive_softmax(x - x.max(), axis))
+    mistakes["the exponentials were not divided by their sum"] = lambda: (
+        np.exp(x - x.max(axis=axis, keepdims=True)))
     if x.ndim > 1:  # without keepdims a reduction lines up with the last axis (a square array shows no error)
         def lost_axis(max_keeps: bool | None, sum_keeps: bool) -> np.ndarray:
             e = np.exp(x if max_keeps is None else x - x.max(axis=axis, keepdims=max_keeps))
@@ -64,9 +67,10 @@ def _softmax_mistakes(x: np.ndarray, axis: int) -> dict[str, Callable[[], Any]]:
         for parts, max_keeps, sum_keeps in (("the maximum and the sum were", False, False),
                                             ("the sum was", True, False), ("the maximum was", False, True),
                                             ("the sum was", None, False)):
-            mistakes[f"{parts} taken without keepdims=True: the reduced array has lost axis {axis}, so numpy "
-                     "lines it up with the last axis and each entry is combined with another slice's maximum or "
-                     "sum (for a square array there is no error, only wrong values); pass keepdims=True"
+            mistakes[f"{parts} taken without keepdims=True: the reduced array has lost axis {axis}, so "
+                     "numpy lines it up with the last axis and each entry is combined with another slice's "
+                     "maximum or sum (for a square array there is no error, only wrong values); pass "
+                     "keepdims=True"
                      + ("" if max_keeps is not None else ", and subtract the maximum first")] = (
                 lambda m=max_keeps, k=sum_keeps: lost_axis(m, k))
     return mistakes
@@ -101,14 +105,15 @@ def check_softmax(softmax: Any, x: Any, axis: int | None = None) -> None:
 
 def check_cosine_attention(cosine_attention: Any, X: Any) -> None:
     X = _asarray(X, dtype=np.float64)
-    got = expect_tuple(call("cosine_attention", cosine_attention, X), 2, "cosine_attention(X)", "(Z, weights)")
+    out = call("cosine_attention", cosine_attention, X)
+    got = expect_tuple(out, 2, "cosine_attention(X)", "(Z, weights)")
     Z_want, w_want = tl.cosine_attention(X)
     cos = tl.cosine_similarity(X)
     expect_order(got, (Z_want, w_want), "cosine_attention(X)", "(Z, weights)")
     w_got = got[1]
     expect_array(
-        w_got, w_want, "the weights returned by cosine_attention(X)", fallback_hint=sum_hint(w_got, -1, w_want.shape),
-        plural=True,
+        w_got, w_want, "the weights returned by cosine_attention(X)", plural=True,
+        fallback_hint=sum_hint(w_got, -1, w_want.shape),
         mistakes={
             "the weights use dot products X @ X.T; use cosine similarities, so long vectors do not "
             "dominate": lambda: reference_softmax(X @ X.T),
@@ -120,7 +125,8 @@ def check_cosine_attention(cosine_attention: Any, X: Any) -> None:
     expect_array(
         got[0], Z_want, "Z returned by cosine_attention(X)",
         mistakes={
-            "Z = weights.T @ X; row i of Z is sum_j weights[i, j] X[j], i.e. weights @ X": lambda: w_want.T @ X,
+            "Z = weights.T @ X; row i of Z is sum_j weights[i, j] X[j], i.e. weights @ X": lambda: (
+                w_want.T @ X),
             "Z is X itself; each new vector is the weighted average weights @ X": lambda: X,
         },
     )

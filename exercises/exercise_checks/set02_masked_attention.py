@@ -22,11 +22,12 @@ from .reference import reference_softmax, tl
 
 
 def _library_masks(tokens: np.ndarray, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``tl.causal_mask(seq)`` ``(seq, seq)`` and ``tl.padding_mask(tokens, pad_id)`` ``(batch, 1, 1, seq)``."""
+    """The library's masks: ``tl.causal_mask`` ``(seq, seq)``, ``tl.padding_mask`` ``(batch, 1, 1, seq)``."""
     import torch
 
     causal = tl.causal_mask(tokens.shape[1]).numpy()
-    padding = tl.padding_mask(torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64)), int(pad_id)).numpy()
+    ids = torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
+    padding = tl.padding_mask(ids, int(pad_id)).numpy()
     return causal, padding
 
 
@@ -57,10 +58,10 @@ def check_causal_mask(causal_mask: Any, n: int) -> None:
         mistakes={
             "the diagonal is False: every position may attend to itself (np.tril with k=0)": lambda: np.tril(
                 np.ones((n, n), dtype=bool), -1),
-            "the mask is inverted or upper-triangular: True means 'may attend', i.e. key j <= query i": lambda: np.triu(
-                np.ones((n, n), dtype=bool), 1 if n > 1 else 0),
-            "the mask is upper-triangular; query i (row) may attend to keys j <= i (columns)": lambda: np.triu(
-                np.ones((n, n), dtype=bool)),
+            "the mask is inverted or upper-triangular: True means 'may attend', i.e. key j <= query i": (
+                lambda: np.triu(np.ones((n, n), dtype=bool), 1 if n > 1 else 0)),
+            "the mask is upper-triangular; query i (row) may attend to keys j <= i (columns)": lambda: (
+                np.triu(np.ones((n, n), dtype=bool))),
         },
     )
 
@@ -75,9 +76,9 @@ def check_padding_mask(padding_mask: Any, tokens: Any, pad_id: int) -> None:
         mistakes={
             "the shape is (batch, seq); add a heads axis and a query axis, both of length 1, so the mask "
             "broadcasts over heads and queries: (batch, 1, 1, seq)": lambda: keep,
-            "one axis is missing: a mask broadcasts to the scores (batch, heads, q_len, k_len), so the padding "
-            "mask is (batch, 1, 1, seq), as tl.padding_mask returns, with (tokens != pad_id)[:, None, None, :]":
-                lambda: keep[:, None, :],
+            "one axis is missing: a mask broadcasts to the scores (batch, heads, q_len, k_len), so the "
+            "padding mask is (batch, 1, 1, seq), as tl.padding_mask returns, with "
+            "(tokens != pad_id)[:, None, None, :]": lambda: keep[:, None, :],
             "the new axes are in the wrong place: the mask hides keys, the last axis, so use "
             "(batch, 1, 1, seq)": lambda: keep[:, :, None, None],
             "the sequence axis is in the queries' place: the mask hides keys, the last axis, so use "
@@ -103,18 +104,18 @@ def _masked_attention_mistakes(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask
             Q, K, V, mask=mask, scale=float(d_k))[1],
         "the scale uses the number of keys k_len (K.shape[-2]); d_k is the width of each query and key, the "
         "last axis (Q.shape[-1])": lambda: tl.attention(Q, K, V, mask=mask, scale=math.sqrt(k_len))[1],
-        "the softmax normalised over the queries (axis -2); each query's weights (last axis) sum to 1": lambda: (
-            reference_softmax(np.where(mask, scores, -np.inf) if mask is not None else scores, -2)),
+        "the softmax normalised over the queries (axis -2); each query's weights (last axis) sum to 1": (
+            lambda: reference_softmax(np.where(mask, scores, -np.inf) if mask is not None else scores, -2)),
     })
     if mask is not None:
         full = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, scores.shape))
         mistakes.update({
-            "the mask is inverted: True means 'may attend'; set the scores where mask is False to -inf": lambda: (
-                reference_softmax(np.where(~full, scores, -np.inf))),
+            "the mask is inverted: True means 'may attend'; set the scores where mask is False to -inf": (
+                lambda: reference_softmax(np.where(~full, scores, -np.inf))),
             "the scores were multiplied by the mask; a score of 0 still gets weight, set masked scores to "
             "-inf instead (np.where(mask, scores, -np.inf))": lambda: reference_softmax(scores * full),
-            "the weights were masked after the softmax without renormalising; mask the scores before": lambda: (
-                reference_softmax(scores) * full),
+            "the weights were masked after the softmax without renormalising; mask the scores before": (
+                lambda: reference_softmax(scores) * full),
             "a query with no allowed key got uniform weights; it should get all-zero weights and a zero "
             "output": lambda: reference_softmax(np.where(full, scores, -1e9)),
         })
@@ -153,15 +154,18 @@ def check_decoder_mask(decoder_mask: Any, tokens: Any, pad_id: int) -> None:
     expect_array(
         got, want, f"decoder_mask(tokens, pad_id={pad_id})",
         mistakes={
-            "the heads axis is missing: combine causal_mask(seq) (seq, seq) with padding_mask(tokens, pad_id) "
-            "(batch, 1, 1, seq); broadcasting gives (batch, 1, seq, seq), as the library's decoder mask":
+            "the heads axis is missing: combine causal_mask(seq) (seq, seq) with "
+            "padding_mask(tokens, pad_id) (batch, 1, 1, seq); broadcasting gives (batch, 1, seq, seq), as "
+            "the library's decoder mask":
                 lambda: want[:, 0],
             "the masks were combined with `or`; a key must be both earlier and not padding (&)": lambda: (
                 causal | padding),
             # before "only the causal part": without a token 0 a hard-coded 0 hides no key either
             f"the padding keys are not hidden: the pad id is hard-coded as 0, compare the tokens with pad_id="
             f"{pad_id}": lambda: causal & (tokens != 0)[:, None, None, :],
-            "only the causal part is there; also hide the padding keys": lambda: np.broadcast_to(causal, shape),
-            "only the padding part is there; also hide future positions": lambda: np.broadcast_to(padding, shape),
+            "only the causal part is there; also hide the padding keys": lambda: (
+                np.broadcast_to(causal, shape)),
+            "only the padding part is there; also hide future positions": lambda: (
+                np.broadcast_to(padding, shape)),
         },
     )

@@ -31,7 +31,8 @@ def check_split_heads(split_heads: Any, x: Any, num_heads: int) -> None:
         got, want, f"split_heads(x, num_heads={num_heads})",
         mistakes={
             "x was reshaped straight to (batch, heads, seq, d_k), which mixes positions; reshape to "
-            "(batch, seq, heads, d_k) first, then swap the seq and heads axes": lambda: x.reshape(b, num_heads, s, d_k),
+            "(batch, seq, heads, d_k) first, then swap the seq and heads axes": lambda: (
+                x.reshape(b, num_heads, s, d_k)),
             "the heads axis is still after seq: transpose (batch, seq, heads, d_k) to "
             "(batch, heads, seq, d_k)": lambda: x.reshape(b, s, num_heads, d_k),
             "head i should hold features i*d_k .. (i+1)*d_k - 1, a contiguous slice; this takes every "
@@ -108,14 +109,16 @@ def _heads_axes_note(got: np.ndarray, want: np.ndarray) -> str:
         if sorted(shape) == sorted(want.shape):
             return (f"the axes are in the wrong order ({', '.join(names[i] for i in wrong)} out of place); "
                     "transpose them to (batch, num_heads, q_len, k_len)")
-        return "; ".join(f"axis {i} ({names[i]}) has length {shape[i]}, expected {want.shape[i]}" for i in wrong)
+        return "; ".join(f"axis {i} ({names[i]}) has length {shape[i]}, expected {want.shape[i]}"
+                         for i in wrong)
     if got.ndim == 3:
         heads_gone = shape == (b, q, k)
         batch_gone = shape == (h, q, k)
         if heads_gone and batch_gone:  # batch == num_heads: tell them apart by the values
             if any(matches(got, lambda i=i: want[i]) for i in range(b)):
                 heads_gone = False
-            elif any(matches(got, lambda i=i: want[:, i]) for i in range(h)) or matches(got, lambda: want.mean(1)):
+            elif (any(matches(got, lambda i=i: want[:, i]) for i in range(h))
+                  or matches(got, lambda: want.mean(1))):
                 batch_gone = False
         if heads_gone and not batch_gone:
             return ("the heads axis (axis 1) is missing: these are the weights of one head, or of the heads "
@@ -157,15 +160,16 @@ def check_multi_head_attention(multi_head_attention: Any, query: Any, key: Any, 
         "the weights were applied as x @ W + b; " + LINEAR_HINT: mistake(right_multiply=True),
         "each head's scores were divided by sqrt(d_model); a head works in d_k = d_model / num_heads "
         "dimensions, so divide by sqrt(d_k)": mistake(scale_dim=query.shape[-1]),
-        "the output projection W_o (and b_o) is missing after concatenating the heads": mistake(skip_out=True),
+        "the output projection W_o (and b_o) is missing after concatenating the heads": mistake(
+            skip_out=True),
         "each head's scores were divided by sqrt(k_len), the number of keys (key.shape[1]); divide by "
         "sqrt(d_k), the width of each head's queries and keys, d_k = d_model / num_heads": mistake(
             scale_dim=key.shape[1]),
         "keys and values are swapped: scores come from the keys, the weighted sum from the values": lambda: (
             multi_head_reference(query, value, key, params, num_heads, mask)),
-        "the projected keys and values were swapped: the scores compare the queries with the projected keys "
-        "(key @ W_k.T + b_k), and the weighted sum is over the projected values (value @ W_v.T + b_v)": mistake(
-            swap_kv=True),
+        "the projected keys and values were swapped: the scores compare the queries with the projected "
+        "keys (key @ W_k.T + b_k), and the weighted sum is over the projected values "
+        "(value @ W_v.T + b_v)": mistake(swap_kv=True),
     }
     if isinstance(got[1], _ndarray) and got[1].shape != want_w.shape:
         raise AssertionError(
@@ -188,6 +192,7 @@ def check_count_parameters(count_parameters: Any, d_model: int, num_heads: int) 
             "the count was multiplied by the number of heads; the heads share the four d_model x d_model "
             "matrices (each head uses a d_k-wide slice), so the total does not depend on num_heads": lambda: (
                 num_heads * (4 * d_model**2 + 4 * d_model)),
-            "W_o is missing: there are four projections (W_q, W_k, W_v and W_o)": lambda: 3 * d_model**2 + 3 * d_model,
+            "W_o is missing: there are four projections (W_q, W_k, W_v and W_o)": lambda: (
+                3 * d_model**2 + 3 * d_model),
         },
     )

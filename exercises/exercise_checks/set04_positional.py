@@ -38,10 +38,13 @@ def check_sinusoidal_encoding(sinusoidal_encoding: Any, num_positions: int, d_mo
         got, tl.sinusoidal_encoding(n, d), f"sinusoidal_encoding({n}, {d})",
         mistakes={
             "the frequencies use k / d_model; the exponent is 2k / d_model, "
-            "omega_k = 1 / 10000**(2k / d_model) (some texts misprint it)": lambda: _encoding_variant(n, d, "k"),
-            "the sines fill the first half and the cosines the second; they are interleaved, sine in the even "
-            "columns 2k and cosine in the odd columns 2k+1": lambda: _encoding_variant(n, d, layout="halves"),
-            "sine and cosine are swapped: sine goes in the even columns": lambda: _encoding_variant(n, d, swap=True),
+            "omega_k = 1 / 10000**(2k / d_model) (some texts misprint it)": lambda: (
+                _encoding_variant(n, d, "k")),
+            "the sines fill the first half and the cosines the second; they are interleaved, sine in the "
+            "even columns 2k and cosine in the odd columns 2k+1": lambda: (
+                _encoding_variant(n, d, layout="halves")),
+            "sine and cosine are swapped: sine goes in the even columns": lambda: (
+                _encoding_variant(n, d, swap=True)),
             "positions start at 1; the first row is position t = 0": lambda: _encoding_variant(n, d, start=1),
         },
     )
@@ -54,7 +57,8 @@ def check_rotation_matrix(rotation_matrix: Any, phi: float, omega: float) -> Non
         got, want, f"rotation_matrix(phi={phi}, omega={omega})",
         mistakes={
             "this is the transpose: it moves the pair phi positions backwards. Check with "
-            "M @ [sin(wt), cos(wt)] = [sin(w(t+phi)), cos(w(t+phi))] and the angle-addition formulas": lambda: want.T,
+            "M @ [sin(wt), cos(wt)] = [sin(w(t+phi)), cos(w(t+phi))] and the angle-addition formulas": (
+                lambda: want.T),
             "the angle should be omega * phi, not phi alone": lambda: tl.rotation_matrix(phi, 1.0),
         },
     )

@@ -49,7 +49,8 @@ def check_layer_norm(layer_norm: Any, x: Any, gamma: Any, beta: Any, eps: float 
         got, want, "layer_norm(x, gamma, beta)",
         fallback_hint=(
             "these vectors sit far from zero (mean much larger than the spread): mean(x**2) - mean**2 "
-            "cancels catastrophically, compute the variance as the mean of (x - mean)**2" if spread > 1e3 else ""
+            "cancels catastrophically, compute the variance as the mean of (x - mean)**2"
+            if spread > 1e3 else ""
         ),
         nan_hint=(
             "the variance came out negative or zero: compute it as the mean of (x - mean)**2, not "
@@ -93,8 +94,10 @@ def check_feed_forward(feed_forward: Any, x: Any, W_1: Any, b_1: Any, W_2: Any, 
         got, want, "feed_forward(x, W_1, b_1, W_2, b_2)",
         mistakes={
             "there is no ReLU between the two layers: max(0, x @ W_1.T + b_1)": lambda: hidden @ W_2.T + b_2,
-            "a ReLU was also applied to the output; only the hidden layer has one": lambda: np.maximum(want, 0.0),
-            "the ReLU was applied before adding b_1": lambda: (np.maximum(x @ W_1.T, 0.0) + b_1) @ W_2.T + b_2,
+            "a ReLU was also applied to the output; only the hidden layer has one": lambda: (
+                np.maximum(want, 0.0)),
+            "the ReLU was applied before adding b_1": lambda: (
+                (np.maximum(x @ W_1.T, 0.0) + b_1) @ W_2.T + b_2),
             "the weights were applied as x @ W + b; " + LINEAR_HINT: lambda: (
                 np.maximum(x @ W_1 + b_1, 0.0) @ W_2 + b_2),
         },
@@ -167,7 +170,8 @@ def check_encoder_layer(encoder_layer: Any, x: Any, params: dict, num_heads: int
         got, want, "encoder_layer(x, params, num_heads)", rtol=1e-5, atol=1e-6,
         mistakes={
             "this is the pre-norm layer (normalise, then the sublayer, then add); the original layer is "
-            "post-norm: x = layer_norm(x + sublayer(x))": lambda: _encoder_numpy(x, params, num_heads, mask, True),
+            "post-norm: x = layer_norm(x + sublayer(x))": lambda: (
+                _encoder_numpy(x, params, num_heads, mask, True)),
             "the residual connections are missing: add each sublayer's input to its output before "
             "normalising": lambda: _encoder_numpy(x, params, num_heads, mask, residual=False),
         },
@@ -224,8 +228,9 @@ def check_greedy_decode(greedy_decode: Any, model: ToyLanguageModel, max_len: in
         return
     with_bos = [bos_id, *want.tolist()]
     if got.tolist() in (with_bos, with_bos[:max_len]):
-        raise AssertionError(f"{what} returned {got.tolist()}, which starts with the start token bos_id={bos_id}; "
-                             f"like tl.greedy_decode, return only the tokens produced after it: {want.tolist()}")
+        raise AssertionError(f"{what} returned {got.tolist()}, which starts with the start token "
+                             f"bos_id={bos_id}; like tl.greedy_decode, return only the tokens produced after "
+                             f"it: {want.tolist()}")
     if got.size > max_len:
         raise AssertionError(f"{what} returned {got.size} tokens; produce at most max_len={max_len} tokens "
                              "(the end token included, the start token not returned)")
@@ -239,8 +244,9 @@ def check_greedy_decode(greedy_decode: Any, model: ToyLanguageModel, max_len: in
             )
         prefix.append(int(want[i]))
     if got.size < want.size:
-        raise AssertionError(f"{what} stopped after {got.size} tokens {got.tolist()}; expected {want.tolist()}: "
-                             "keep going until the end token appears or max_len tokens have been produced")
+        raise AssertionError(f"{what} stopped after {got.size} tokens {got.tolist()}; expected "
+                             f"{want.tolist()}: keep going until the end token appears or max_len tokens "
+                             "have been produced")
     if got.size > want.size:
         raise AssertionError(f"{what} returned {got.tolist()}; expected {want.tolist()}: stop right after "
                              f"producing the end token eos_id={eos_id} (keep it in the output)")

@@ -88,7 +88,8 @@ def grade_folder(
                     job.slot = slot
                     running.append(job)
                 except Exception as e:  # the copy could not be written: report it, go on
-                    sub.status, sub.detail = "not a notebook", f"cannot be prepared for grading: {str(e)[:120]}"
+                    sub.status = "not a notebook"
+                    sub.detail = f"cannot be prepared for grading: {str(e)[:120]}"
                     bar.update(1)
             time.sleep(0.2)
             for job in list(running):
@@ -151,16 +152,19 @@ def grade_folder(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Grade a folder of submitted exercise notebooks into grades.csv.")
+    parser = argparse.ArgumentParser(description="Grade a folder of submitted exercise notebooks into a CSV.")
     parser.add_argument("submissions", nargs="?", type=Path, help="folder of submitted notebooks")
-    parser.add_argument("--out", type=Path, default=Path("grades.csv"), help="CSV to write (default ./grades.csv)")
-    parser.add_argument("--release", type=Path, default=DEFAULT_RELEASE, help="folder built by `make exercises`")
+    parser.add_argument("--out", type=Path, default=Path("grades.csv"),
+                        help="CSV to write (default ./grades.csv)")
+    parser.add_argument("--release", type=Path, default=DEFAULT_RELEASE,
+                        help="folder built by `make exercises`")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="submissions graded at once")
     parser.add_argument("--timeout", type=int, default=120,
                         help="CPU seconds a notebook may compute (default 120)")
     parser.add_argument("--wall", type=float, default=None,
                         help="wall-clock seconds before a notebook is stopped (default 3 x timeout + 60)")
-    parser.add_argument("--memory", type=int, default=4096, help="memory limit per submission, MB (default 4096)")
+    parser.add_argument("--memory", type=int, default=4096,
+                        help="memory limit per submission, MB (default 4096)")
     parser.add_argument("--keep", action="store_true", help="keep each submission's work folder (debugging)")
     parser.add_argument("--trusted", action="store_true",
                         help="grade without a sandbox, as your own user (only for notebooks you trust)")

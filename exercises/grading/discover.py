@@ -81,7 +81,8 @@ def inspect(sub: Submission, sets: dict[str, ExerciseSet]) -> None:
     try:
         size = sub.path.stat().st_size
         if size > MAX_NOTEBOOK_BYTES:
-            sub.status, sub.detail = "not a notebook", f"the file is {size / 1e6:.0f} MB, too large for a notebook"
+            sub.status = "not a notebook"
+            sub.detail = f"the file is {size / 1e6:.0f} MB, too large for a notebook"
             return
         data = sub.path.read_bytes()
     except OSError as e:

@@ -187,7 +187,8 @@ def start_job(sub: Submission, info: ExerciseSet, limits: Limits, base: Path, ui
     os.mkfifo(flag, 0o622)
     os.chmod(flag, 0o622)
     (job_dir / "stand-in").mkdir(mode=0o755)
-    (job_dir / "stand-in" / "__init__.py").write_text(LIBRARY_STAND_IN.format(flag=str(flag), library=LIBRARY))
+    stand_in = LIBRARY_STAND_IN.format(flag=str(flag), library=LIBRARY)
+    (job_dir / "stand-in" / "__init__.py").write_text(stand_in)
     env = {
         "EXERCISES_RECORD_DIR": str(job_dir / "record"),
         "EXERCISES_LIBRARY_FLAG": str(flag),

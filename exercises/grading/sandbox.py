@@ -92,7 +92,8 @@ class JobUsers:
             self._locks.append(lock)
         if len(self.uids) < count:
             self.release()
-            raise SystemExit(f"no free job users: {JOB_UIDS} uids from {JOB_UID_BASE} are all held by other batches")
+            raise SystemExit(
+                f"no free job users: {JOB_UIDS} uids from {JOB_UID_BASE} are all held by other batches")
 
     def release(self) -> None:
         """Give the uids back (closing a lock file releases its lock)."""

@@ -85,18 +85,25 @@ def record_folder_is_private(job: Job) -> bool:
         and parent.st_mode & 0o022 == 0
 
 
+def _worker_result(job: Job) -> dict[str, Any]:
+    """What the worker wrote in ``work/result.json`` (an untrusted claim), or {} if nothing readable."""
+    try:
+        loaded = json.loads((job.dir / "work" / "result.json").read_text()[:5_000_000])
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _out_of_memory(error: dict) -> bool:
+    return "MemoryError" in str(error.get("ename")) or "allocate" in str(error.get("evalue"))
+
+
 def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     """Score a finished (or killed) job and fill in its row."""
     sub = job.sub
     seconds = time.monotonic() - job.start
     verified = verify(info, job.dir / "record")
-    result: dict[str, Any] = {}
-    try:
-        loaded = json.loads((job.dir / "work" / "result.json").read_text()[:5_000_000])
-        if isinstance(loaded, dict):
-            result = loaded
-    except (OSError, ValueError):
-        result = {}
+    result = _worker_result(job)
     claimed = result.get("claimed") if isinstance(result.get("claimed"), dict) else {}
     errors = [e for e in result.get("errors", []) if isinstance(e, dict)] if isinstance(
         result.get("errors"), list) else []
@@ -115,8 +122,8 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     cpu_error = next((e for e in errors if e.get("ename") == "TimeoutError"
                       and CPU_LIMIT_MESSAGE in str(e.get("evalue"))), None)
     died = "DeadKernelError" in fatal or "Kernel died" in fatal
-    memory_error = job.oom_kills > 0 or any("MemoryError" in str(e.get("ename")) or "allocate" in str(e.get("evalue"))
-                       for e in errors) or "MemoryError" in fatal or (not result and "MemoryError" in output_tail)
+    memory_error = (job.oom_kills > 0 or any(_out_of_memory(e) for e in errors) or "MemoryError" in fatal
+                    or (not result and "MemoryError" in output_tail))
 
     details = []
     private = record_folder_is_private(job)
@@ -130,22 +137,22 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
                        "answers checked before then count")
     elif job.timed_out:
         status = "timeout"
-        details.append(f"still running after {limits.wall_seconds:g} s, stopped; answers checked before then count")
+        details.append(f"still running after {limits.wall_seconds:g} s, stopped; answers checked before "
+                       "then count")
     elif cpu_error or (died and kernel_cpu >= limits.cpu_seconds):
         status = "timeout"
         where = f" in the cell starting `{cpu_error.get('line', '')}`" if cpu_error else ""
-        details.append(f"CPU time limit of {limits.cpu_seconds} s reached{where}; "
-                       + ("the rest of the notebook ran" if cpu_error and not died else "the kernel was stopped"))
+        rest = "the rest of the notebook ran" if cpu_error and not died else "the kernel was stopped"
+        details.append(f"CPU time limit of {limits.cpu_seconds} s reached{where}; {rest}")
     elif memory_error:
         status = "out of memory"
-        where = next((e for e in errors if "MemoryError" in str(e.get("ename")) or "allocate" in str(e.get("evalue"))),
-                     None)
+        where = next((e for e in errors if _out_of_memory(e)), None)
         details.append(f"memory limit of {limits.memory_mb} MB reached"
                        + (f" in the cell starting `{where.get('line', '')}`" if where else ""))
     elif claimed and claimed_total > total + 1e-9 and private:
         status = "tampered"
-        details.append(f"the notebook's own checks claimed {fmt_points(claimed_total)}/{fmt_points(possible)}, "
-                       f"its answers are worth {fmt_points(total)}")
+        details.append(f"the notebook's own checks claimed {fmt_points(claimed_total)}/"
+                       f"{fmt_points(possible)}, its answers are worth {fmt_points(total)}")
     elif fatal or not result or errors:
         status = "error"
         if fatal:
@@ -161,7 +168,8 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     else:
         status = "ok"
     if not private:
-        details.append("its record folder was reachable by other jobs, so a mismatch is not counted as its own")
+        details.append("its record folder was reachable by other jobs, so a mismatch is not counted as its "
+                       "own")
     if sub.mentions_library:
         details.append("the code mentions transformer_lib (answers should be the student's own code)")
     sub.row = {
