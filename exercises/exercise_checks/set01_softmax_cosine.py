@@ -20,6 +20,7 @@ from .reference import naive_softmax, reference_softmax, tl
 
 
 def check_cosine_similarity(cosine_similarity: Any, A: Any, B: Any = None) -> None:
+    """Check ``cosine_similarity(A[, B])``: the ``(n, m)`` array of ``tl.cosine_similarity``."""
     A = _asarray(A, dtype=np.float64)
     B_ = None if B is None else _asarray(B, dtype=np.float64)
     if B_ is None:
@@ -77,6 +78,7 @@ def _softmax_mistakes(x: np.ndarray, axis: int) -> dict[str, Callable[[], Any]]:
 
 
 def check_softmax(softmax: Any, x: Any, axis: int | None = None) -> None:
+    """Check ``softmax(x[, axis=axis])``, ``x`` of any shape: ``tl.softmax`` along the axis."""
     x = _asarray(x, dtype=np.float64)
     if axis is None:
         got = call("softmax", softmax, x)
@@ -104,6 +106,7 @@ def check_softmax(softmax: Any, x: Any, axis: int | None = None) -> None:
 
 
 def check_cosine_attention(cosine_attention: Any, X: Any) -> None:
+    """Check ``cosine_attention(X)``: ``(Z, weights)`` of ``tl.cosine_attention``."""
     X = _asarray(X, dtype=np.float64)
     out = call("cosine_attention", cosine_attention, X)
     got = expect_tuple(out, 2, "cosine_attention(X)", "(Z, weights)")
@@ -133,6 +136,7 @@ def check_cosine_attention(cosine_attention: Any, X: Any) -> None:
 
 
 def check_softmax_with_temperature(softmax_with_temperature: Any, x: Any, T: float) -> None:
+    """Check ``softmax_with_temperature(x, T)``: ``tl.softmax(x / T)``, last axis."""
     x = _asarray(x, dtype=np.float64)
     got = call("softmax_with_temperature", softmax_with_temperature, x, T)
     want = reference_softmax(x / T)

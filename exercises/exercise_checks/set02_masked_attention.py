@@ -32,6 +32,7 @@ def _library_masks(tokens: np.ndarray, pad_id: int) -> tuple[np.ndarray, np.ndar
 
 
 def check_attention_scores(attention_scores: Any, Q: Any, K: Any) -> None:
+    """Check ``attention_scores(Q, K)``: ``Q K^T / sqrt(d_k)``, ``(..., q_len, k_len)``."""
     Q, K = _asarray(Q, dtype=np.float64), _asarray(K, dtype=np.float64)
     got = call("attention_scores", attention_scores, Q, K, error_hint=MATMUL_HINT)
     raw = Q @ np.swapaxes(K, -1, -2)
@@ -51,6 +52,7 @@ def check_attention_scores(attention_scores: Any, Q: Any, K: Any) -> None:
 
 
 def check_causal_mask(causal_mask: Any, n: int) -> None:
+    """Check ``causal_mask(n)``: the ``(n, n)`` boolean ``tl.causal_mask(n)``."""
     got = call("causal_mask", causal_mask, n)
     want = tl.causal_mask(n).numpy()
     expect_array(
@@ -67,6 +69,7 @@ def check_causal_mask(causal_mask: Any, n: int) -> None:
 
 
 def check_padding_mask(padding_mask: Any, tokens: Any, pad_id: int) -> None:
+    """Check ``padding_mask(tokens, pad_id)``: ``tl.padding_mask``'s ``(batch, 1, 1, seq)``."""
     tokens = _asarray(tokens)
     got = call("padding_mask", padding_mask, tokens, pad_id)
     _, want = _library_masks(tokens, pad_id)
@@ -123,6 +126,7 @@ def _masked_attention_mistakes(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask
 
 
 def check_masked_attention(masked_attention: Any, Q: Any, K: Any, V: Any, mask: Any = None) -> None:
+    """Check ``masked_attention(Q, K, V[, mask])``: ``(output, weights)`` of ``tl.attention``."""
     Q, K, V = (_asarray(a, dtype=np.float64) for a in (Q, K, V))
     if mask is None:
         out = call("masked_attention", masked_attention, Q, K, V, error_hint=MATMUL_HINT)
@@ -146,6 +150,7 @@ def check_masked_attention(masked_attention: Any, Q: Any, K: Any, V: Any, mask: 
 
 
 def check_decoder_mask(decoder_mask: Any, tokens: Any, pad_id: int) -> None:
+    """Check ``decoder_mask(tokens, pad_id)``: causal and padding, ``(batch, 1, seq, seq)``."""
     tokens = _asarray(tokens)
     got = call("decoder_mask", decoder_mask, tokens, pad_id)
     causal, padding = _library_masks(tokens, pad_id)  # (seq, seq), (batch, 1, 1, seq)

@@ -22,6 +22,7 @@ from .reference import tl
 
 
 def check_split_heads(split_heads: Any, x: Any, num_heads: int) -> None:
+    """Check ``split_heads(x, num_heads)``: ``(batch, num_heads, seq, d_k)``."""
     x = _asarray(x, dtype=np.float64)
     got = call("split_heads", split_heads, x, num_heads)
     b, s, d = x.shape
@@ -42,6 +43,7 @@ def check_split_heads(split_heads: Any, x: Any, num_heads: int) -> None:
 
 
 def check_merge_heads(merge_heads: Any, x: Any) -> None:
+    """Check ``merge_heads(x)``: back to ``(batch, seq, num_heads * d_k)``."""
     x = _asarray(x, dtype=np.float64)
     got = call("merge_heads", merge_heads, x)
     b, h, s, d_k = x.shape
@@ -139,6 +141,7 @@ def _heads_axes_note(got: np.ndarray, want: np.ndarray) -> str:
 
 def check_multi_head_attention(multi_head_attention: Any, query: Any, key: Any, value: Any, params: dict,
                                num_heads: int, mask: Any = None) -> None:
+    """Check ``multi_head_attention(...)``: ``tl.MultiHeadAttention``'s output and weights."""
     import torch
 
     query, key, value = (_asarray(a, dtype=np.float64) for a in (query, key, value))
@@ -183,6 +186,7 @@ def check_multi_head_attention(multi_head_attention: Any, query: Any, key: Any, 
 
 
 def check_count_parameters(count_parameters: Any, d_model: int, num_heads: int) -> None:
+    """Check ``count_parameters(d_model, num_heads)``: ``tl.MultiHeadAttention``'s count."""
     got = call("count_parameters", count_parameters, d_model, num_heads)
     want = sum(p.numel() for p in tl.MultiHeadAttention(d_model, num_heads).parameters())
     expect_array(

@@ -32,6 +32,7 @@ def _encoding_variant(n: int, d: int, exponent: str = "2k", layout: str = "inter
 
 
 def check_sinusoidal_encoding(sinusoidal_encoding: Any, num_positions: int, d_model: int) -> None:
+    """Check ``sinusoidal_encoding(num_positions, d_model)``: ``tl.sinusoidal_encoding``."""
     got = call("sinusoidal_encoding", sinusoidal_encoding, num_positions, d_model)
     n, d = num_positions, d_model
     expect_array(
@@ -51,6 +52,7 @@ def check_sinusoidal_encoding(sinusoidal_encoding: Any, num_positions: int, d_mo
 
 
 def check_rotation_matrix(rotation_matrix: Any, phi: float, omega: float) -> None:
+    """Check ``rotation_matrix(phi, omega)``: the 2x2 ``tl.rotation_matrix``."""
     got = call("rotation_matrix", rotation_matrix, phi, omega)
     want = tl.rotation_matrix(phi, omega)
     expect_array(
@@ -65,6 +67,7 @@ def check_rotation_matrix(rotation_matrix: Any, phi: float, omega: float) -> Non
 
 
 def check_offset_matrix(offset_matrix: Any, phi: float, d_model: int) -> None:
+    """Check ``offset_matrix(phi, d_model)``: the block-diagonal ``tl.offset_matrix``."""
     got = call("offset_matrix", offset_matrix, phi, d_model)
     want = tl.offset_matrix(phi, d_model)
 
@@ -101,6 +104,7 @@ def _encoding_at(positions: np.ndarray, d_model: int) -> np.ndarray:
 
 
 def check_shift_encoding(shift_encoding: Any, positions: Any, d_model: int, phi: int) -> None:
+    """Check ``shift_encoding(pe, phi)``: the encodings of ``positions + phi``."""
     positions = _asarray(positions)
     pe = _encoding_at(positions, d_model)
     got = call("shift_encoding", shift_encoding, pe, phi)

@@ -33,6 +33,7 @@ def _torch_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: f
 
 
 def check_layer_norm(layer_norm: Any, x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> None:
+    """Check ``layer_norm(x, gamma, beta, eps)`` over the last axis: PyTorch's ``F.layer_norm``."""
     x, gamma, beta = (_asarray(a, dtype=np.float64) for a in (x, gamma, beta))
     got = call("layer_norm", layer_norm, x, gamma, beta, eps)
     want = _torch_layer_norm(x, gamma, beta, eps)
@@ -86,6 +87,7 @@ def _library_feed_forward(x: np.ndarray, W_1: np.ndarray, b_1: np.ndarray, W_2: 
 
 
 def check_feed_forward(feed_forward: Any, x: Any, W_1: Any, b_1: Any, W_2: Any, b_2: Any) -> None:
+    """Check ``feed_forward(x, W_1, b_1, W_2, b_2)``: ``tl.FeedForward``'s output."""
     x, W_1, b_1, W_2, b_2 = (_asarray(a, dtype=np.float64) for a in (x, W_1, b_1, W_2, b_2))
     got = call("feed_forward", feed_forward, x, W_1, b_1, W_2, b_2, error_hint=LINEAR_HINT)
     want = _library_feed_forward(x, W_1, b_1, W_2, b_2)
@@ -161,6 +163,7 @@ def _encoder_numpy(x, params, num_heads, mask, norm_first=False, residual=True) 
 
 
 def check_encoder_layer(encoder_layer: Any, x: Any, params: dict, num_heads: int, mask: Any = None) -> None:
+    """Check ``encoder_layer(x, params, num_heads[, mask])``: ``nn.TransformerEncoderLayer``'s."""
     x = _asarray(x, dtype=np.float64)
     params = {k: _asarray(v, dtype=np.float64) for k, v in params.items()}
     args = (x, params, num_heads) + (() if mask is None else (_asarray(mask, dtype=bool),))
@@ -213,6 +216,7 @@ def _library_greedy(model: ToyLanguageModel, max_len: int, bos_id: int, eos_id: 
 
 def check_greedy_decode(greedy_decode: Any, model: ToyLanguageModel, max_len: int, bos_id: int,
                         eos_id: int) -> None:
+    """Check ``greedy_decode(model, max_len, ...)``: what ``tl.greedy_decode`` returns."""
     fresh = copy.deepcopy(model)  # before the answer can touch model
     got = call("greedy_decode", greedy_decode, model, max_len, bos_id=bos_id, eos_id=eos_id)
     want = _library_greedy(fresh, max_len, bos_id, eos_id)
