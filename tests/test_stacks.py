@@ -55,6 +55,13 @@ def test_a_stack_is_its_embedding_its_layers_and_its_norm():
                                                                          src_mask)))  # fmt: skip
 
 
+def test_parts_are_registered_in_reading_order():
+    """init_weights draws the matrices in parameter order: embedding, layers, norm, as before the split."""
+    for stack in (encoder(norm_first=True), decoder()):
+        assert [name for name, _ in stack.named_children()][:2] == ["embedding", "layers"]
+        assert next(iter(stack.state_dict())).startswith("embedding.")
+
+
 def test_from_config_follows_the_final_norm_rule():
     def stacks(**overrides):
         config = tl.TransformerConfig.preset("tiny", **overrides)

@@ -115,8 +115,10 @@ class Encoder(nn.Module):
         self, embedding: nn.Module | None, layers: Sequence[EncoderLayer], norm: nn.Module | None = None
     ):
         super().__init__()
-        self.layers = _check_parts(embedding, layers, norm, EncoderLayer)
+        layers = _check_parts(embedding, layers, norm, EncoderLayer)
+        # registered in reading order, which is the order init_weights draws them in
         self.embedding = embedding
+        self.layers = layers
         self.norm = norm
         self.d_model = self.layers[0].d_model
 
@@ -215,12 +217,13 @@ class Decoder(nn.Module):
         self, embedding: nn.Module | None, layers: Sequence[DecoderLayer], norm: nn.Module | None = None
     ):
         super().__init__()
-        self.layers = _check_parts(embedding, layers, norm, DecoderLayer)
-        kinds = {layer.cross_attn is not None for layer in self.layers}
+        layers = _check_parts(embedding, layers, norm, DecoderLayer)
+        kinds = {layer.cross_attn is not None for layer in layers}
         if len(kinds) > 1:
             raise ValueError("layers must all have cross-attention or all have none, got a mix")
         self.cross_attention = kinds.pop()
         self.embedding = embedding
+        self.layers = layers
         self.norm = norm
         self.d_model = self.layers[0].d_model
 
