@@ -109,7 +109,12 @@ class TestFromGPT2:
 
     def test_float64_to_rounding(self):
         hf = small_gpt2(2).double()
+        with torch.no_grad():  # weights that float32 cannot hold, so a detour through float32 shows
+            for p in hf.parameters():
+                p.add_(1e-12 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()),
+                                           dtype=torch.float64))  # fmt: skip
         model = tl.from_gpt2(hf)
+        assert same_state(tl.to_gpt2(model), hf)
         assert model.decoder.layers[0].feed_forward.W_1.weight.dtype == torch.float64
         ids = torch.randint(0, VOCAB, (2, 30), generator=torch.Generator().manual_seed(0))
         assert (our_log_probs(model, ids) - hf_log_probs(hf, ids)).abs().max().item() < 1e-12
@@ -145,7 +150,7 @@ class TestRoundTrip:
         assert not back.training
 
     def test_our_model_to_gpt2_and_back(self):
-        config = tl.TransformerConfig.preset("gpt-tiny", src_vocab_size=50, tgt_vocab_size=50, dropout=0.1)
+        config = tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=50, dropout=0.1)
         torch.manual_seed(5)
         model = tl.DecoderOnlyModel(config).eval()
         hf = tl.to_gpt2(model, attn_implementation="eager")
@@ -205,7 +210,7 @@ class TestErrors:
         ],
     )
     def test_configs_gpt2_cannot_express(self, overrides, pattern):
-        config = tl.TransformerConfig.preset("gpt-tiny", src_vocab_size=20, tgt_vocab_size=20, **overrides)
+        config = tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=20, **overrides)
         model = tl.DecoderOnlyModel(config)
         with pytest.raises(ValueError, match=pattern):
             tl.to_gpt2(model)
@@ -259,3 +264,50 @@ class TestErrors:
             gpt2.load_gpt2_tensors(model, {**tensors, "lm_head.weight": torch.zeros(VOCAB, 64)})
         legacy = {**tensors, "transformer.h.0.attn.bias": torch.ones(1, 1, 4, 4)}  # old checkpoints' mask buffer
         assert same_state(tl.to_gpt2(gpt2.load_gpt2_tensors(model, legacy)), hf)
+
+
+class TestBenchmark:
+    """benchmarks/bench_gpt2.py at a tiny size: the rows it reports, and its refusal to time models that differ."""
+
+    TINY = dict(rounds=1, threads=1, contexts=(8,), new_tokens=(3,), batch=2, prompt_len=4, min_run_time=1e-3,
+                model=dict(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16), compare=False)
+
+    @pytest.fixture(scope="class")
+    def bench(self):
+        import importlib.util
+        import sys
+        from pathlib import Path
+
+        folder = Path(__file__).resolve().parent.parent / "benchmarks"
+        sys.path.insert(0, str(folder))  # the module imports benchmarks/run.py as ``run``
+        spec = importlib.util.spec_from_file_location("bench_gpt2", folder / "bench_gpt2.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def test_rows(self, bench):
+        train, gen = bench.run(**self.TINY)
+        assert (train["benchmark"], train["size"]) == ("GPT-2 train step", "2 x 8")
+        assert (gen["benchmark"], gen["size"]) == ("GPT-2 generate (ours: no KV cache)", "2 x (4 + 3)")
+        for row in (train, gen):
+            assert row["ratio"] == pytest.approx(row["ours_ms"] / row["transformers_ms"], rel=0.1, abs=0.01)
+            assert row["ratio_of_minima"] > 0 and row["threads"] == 1
+        assert train["ratio, fused GELU"] > 0 and (train["goal"], train["met"]) == (1.10, train["ratio"] <= 1.10)
+        assert (gen["goal"], gen["met"]) == ("", "")
+
+    def test_refuses_models_that_differ(self, bench, monkeypatch):
+        convert = tl.from_gpt2
+
+        def off(hf):
+            model = convert(hf)
+            with torch.no_grad():
+                model.decoder.layers[0].feed_forward.W_2.bias[0] += 0.1  # one: LayerNorm undoes a shift of all
+            return model
+
+        monkeypatch.setattr(bench.tl, "from_gpt2", off)
+        with pytest.raises(AssertionError, match="ours and transformers disagree"):
+            bench.run(**self.TINY)
+
+    def test_sizes_must_fit_the_positions(self, bench):
+        with pytest.raises(ValueError, match=r"contexts \(32,\) .* must fit the model's 16 positions"):
+            bench.run(**{**self.TINY, "contexts": (32,)})

@@ -190,7 +190,7 @@ class TestSampling:
 
     def test_per_step_in_a_loop(self):
         """One call per step on the last position, as a generation loop does."""
-        model = tl.DecoderOnlyModel(tl.TransformerConfig.preset("gpt-tiny", src_vocab_size=64, tgt_vocab_size=64))
+        model = tl.DecoderOnlyModel(tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=64))
         torch.manual_seed(0)
         ids = torch.randint(0, 64, (2, 3))
         g = torch.Generator().manual_seed(0)

@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .model import DecoderOnlyModel, TransformerConfig
+from .config import TransformerConfig
+from .lm import DecoderOnlyModel
 
 if TYPE_CHECKING:
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -116,8 +117,7 @@ def config_from_gpt2(hf_config: GPT2Config, dropout: float | None = None) -> Tra
     n_embd = get("n_embd")
     return TransformerConfig.preset(
         "gpt2-small",
-        src_vocab_size=get("vocab_size"),
-        tgt_vocab_size=get("vocab_size"),
+        tgt_vocab_size=get("vocab_size"),  # a decoder-only model's one vocabulary
         d_model=n_embd,
         num_heads=get("n_head"),
         num_layers=get("n_layer"),
