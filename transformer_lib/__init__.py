@@ -133,3 +133,19 @@ from .gpt2 import from_gpt2, to_gpt2  # noqa: E402
 from .sampling import sample_next, sampling_distribution  # noqa: E402
 
 __all__ += ["from_gpt2", "sample_next", "sampling_distribution", "to_gpt2"]
+
+# English -> French on real sentences: the Tatoeba pairs, the split by sentence, BLEU (chapter 12).
+from .translation import (  # noqa: E402
+    TranslationData,
+    corpus_bleu,
+    load_pairs,
+    load_translation_model,
+    make_translation_data,
+    save_translation_model,
+    sentence_bleu,
+    train_with_bleu,
+    translate,
+)
+
+__all__ += ["TranslationData", "corpus_bleu", "load_pairs", "load_translation_model", "make_translation_data",
+            "save_translation_model", "sentence_bleu", "train_with_bleu", "translate"]  # fmt: skip
