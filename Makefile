@@ -60,6 +60,13 @@ SHAKESPEARE_ARGS ?=
 shakespeare: $(STAMP)
 	$(BIN)/python scripts/train_shakespeare.py $(SHAKESPEARE_ARGS)
 
+# the English -> French Transformer on the Tatoeba pairs, into results/translation/ (model.pt and
+# results.json; about 10 minutes of training on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try
+TRANSLATION_ARGS ?=
+.PHONY: translation
+translation: $(STAMP)
+	$(BIN)/python scripts/train_translation.py $(TRANSLATION_ARGS)
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 
