@@ -59,3 +59,9 @@ def test_core_never_imports_plotting_or_widgets(name):
         else:
             imported |= {node.module or ""} | {alias.name for alias in node.names}
     assert not imported & {"viz", "widgets", "matplotlib", "matplotlib.pyplot", "ipywidgets"}, name
+
+
+def test_the_readme_gives_every_module_its_row():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    missing = [name for name in MODULES if f"| `transformer_lib/{name}.py` |" not in readme]
+    assert not missing, f"README.md's layout table has no row for {missing}"
