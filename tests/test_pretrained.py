@@ -223,3 +223,8 @@ def test_encoder_must_be_ours(ours, bert):
     _, tokenizer = ours
     with pytest.raises(TypeError, match="encoder must be an EncoderOnlyModel"):
         tl.sentence_embeddings(bert, tokenizer, ["hello"])
+
+
+def test_config_with_an_activation_we_lack_is_refused():
+    with pytest.raises(ValueError, match=r"hidden_act .*one of.*'swish'"):
+        pretrained.config_from_bert({"hidden_act": "swish"})

@@ -240,8 +240,7 @@ def generate(
     if eos_id is not None:
         _checks.token_id(eos_id, "eos_id")
     max_new_tokens = _checks.positive_int(max_new_tokens, "max_new_tokens")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive float, got {temperature!r}")
+    temperature = _checks.positive_float(temperature, "temperature")
     if top_k is not None:
         top_k = _checks.positive_int(top_k, "top_k")
     max_positions = getattr(getattr(model, "config", None), "max_len", None)

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from . import _checks
 from .config import TransformerConfig
 from .lm import EncoderOnlyModel
 
@@ -97,10 +98,7 @@ def config_from_bert(hf_config: dict[str, Any]) -> TransformerConfig:
             f"{hf_config['position_embedding_type']!r}"
         )
     activations = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-    if hf_config.get("hidden_act") not in activations:
-        raise ValueError(
-            f"config.json: hidden_act must be one of {sorted(activations)}, got {hf_config.get('hidden_act')!r}"
-        )
+    _checks.one_of(hf_config.get("hidden_act"), "config.json: hidden_act", sorted(activations))
     try:
         return TransformerConfig.preset(
             "minilm-l6",

@@ -120,7 +120,7 @@ class BiRNNEncoder(nn.Module):
         super().__init__()
         self.vocab_size = _checks.positive_int(vocab_size, "vocab_size")
         self.d_hidden = _checks.positive_int(d_hidden, "d_hidden")
-        self.pad_id = int(pad_id)
+        self.pad_id = _checks.token_id(pad_id, "pad_id")
         self.embedding = nn.Embedding(vocab_size, _checks.positive_int(d_emb, "d_emb"), padding_idx=pad_id)
         self.rnn = nn.GRU(d_emb, d_hidden, batch_first=True, bidirectional=True)
 

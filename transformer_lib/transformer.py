@@ -5,7 +5,7 @@ Read top to bottom:
 * :class:`Generator`: the output layer, linear then log-softmax over the vocabulary
   (chapter 10).
 * :func:`init_weights`: Xavier-uniform on every matrix, the initialisation every model
-  of the library starts from (chapter 09 compares it with others).
+  of the library starts from (chapter 10 compares it with the authors' own).
 * :class:`Transformer` (chapter 11): an :class:`~transformer_lib.stacks.Encoder`, a
   :class:`~transformer_lib.stacks.Decoder` and a :class:`Generator`, with weight tying,
   built from a :class:`~transformer_lib.config.TransformerConfig`.
@@ -53,7 +53,8 @@ def init_weights(model: nn.Module) -> nn.Module:
     ``U(-a, a)`` with ``a = sqrt(6 / (fan_in + fan_out))``, so a layer's output has about
     the variance of its input, as the Annotated Transformer and ``nn.Transformer`` do;
     biases and LayerNorms keep PyTorch's defaults (zeros, ones). The models call it before
-    tying weights, so a shared matrix is initialised once. Taught in chapter 09.
+    tying weights, so a shared matrix is initialised once. Used in chapter 09's training runs;
+    chapter 10 compares it with the initialisation of the authors' code.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
