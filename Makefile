@@ -67,6 +67,13 @@ TRANSLATION_ARGS ?=
 translation: $(STAMP)
 	$(BIN)/python scripts/train_translation.py $(TRANSLATION_ARGS)
 
+# the ablations of chapter 17: every variant of the small GPT x 3 seeds, two runs at a time, into
+# results/ablations/results.json (finished runs are kept, so a stopped run continues); prints the table
+ABLATIONS_ARGS ?=
+.PHONY: ablations
+ablations: $(STAMP)
+	$(BIN)/python scripts/ablations.py $(ABLATIONS_ARGS)
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 
