@@ -21,17 +21,14 @@ mask is used as it is. Models return log-probabilities (log-softmax), never logi
 attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward passes keep none.
 """
 
-from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .config import TransformerConfig
 from .data import Batch, Seq2SeqDataset, Vocab, make_batch, make_splits, make_task, number_to_words
 from .decoding import beam_search, generate, greedy_decode, length_penalty
+from .embeddings import Embeddings
 from .interop import from_torch, to_torch
 from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
-from .config import TransformerConfig
-from .embeddings import Embeddings
 from .lm import DecoderOnlyModel, EncoderOnlyModel
 from .model import build_model, count_parameters
-from .stacks import Decoder, Encoder
-from .transformer import Generator, Transformer, init_weights
 from .numpy_attention import (
     AdditiveAttention,
     additive_attention,
@@ -51,7 +48,9 @@ from .positional import (
 )
 from .pretrained import load_pretrained_encoder, sentence_embeddings
 from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
+from .stacks import Decoder, Encoder
 from .tokenizer import BPETokenizer, CharTokenizer
+from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .training import (
     History,
     LabelSmoothingLoss,
@@ -63,6 +62,7 @@ from .training import (
     train,
     warmup_lr,
 )
+from .transformer import Generator, Transformer, init_weights
 
 __all__ = [
     "Batch",
