@@ -601,7 +601,7 @@ def test_large_files_are_sent_compressed(visit):
     sent = v.page.evaluate("""() => performance.getEntriesByType('resource')
         .filter(e => e.name.endsWith('embed-amd.js') || e.name.includes('/mathjax/input/tex.js'))
         .map(e => [e.name, e.transferSize, e.decodedBodySize])""")
-    assert sent, "chapter 14 loads neither the widget manager nor MathJax"
+    assert sent, "chapter 18 loads neither the widget manager nor MathJax"
     for name, transferred, decoded in sent:
         assert transferred < decoded / 2, f"{name} sent uncompressed: {transferred} of {decoded} bytes"
 

@@ -7,60 +7,45 @@ so a busy machine does not decide the result.
 
 from __future__ import annotations
 
-CHAPTER = "14_real_model"
+CHAPTER = "14_encoder_only_decoder_only"
 
 
-def test_every_attention_frame_differs(chapter):
+def test_every_sampling_frame_differs(chapter):
     chapter.inject(
         """
-outputs = layer_box.frames.outputs
-assert len(outputs) == 6 * len(HEAD_GROUPS) == 12
+outputs = samples_box.frames.outputs
+assert len(outputs) == len(PROMPTS) * len(TEMPERATURES) == 20
 assert len(set(outputs.values())) == len(outputs)
 """
     )
 
 
-def test_attention_frames_fit_the_column(chapter):
-    # each frame is one PNG at most 700 pixels wide (bytes 16-24 hold width, height)
+def test_drawing_one_sampling_frame_is_quick(chapter):
+    # a frame's computation: 100 sampled sentences for one prompt and temperature,
+    # then its HTML; about 0.04 s here
     chapter.inject(
         """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in layer_box.frames.outputs.values()]
-assert max(widths) <= 700, widths
+assert _best_seconds(lambda: sample(PROMPTS["the dog"], 1.0, 100, seed=2)) < 0.1
+assert _best_seconds(lambda: render_samples("the dog", 1.0)) < 0.1
 """
     )
 
 
-def test_drawing_one_attention_frame_is_quick(chapter):
-    # the maps are computed once; a frame slices them and builds a figure of six
-    # labelled heatmaps, about 0.12 s of processor time here (hence 0.3 s, not 0.1 s)
+def test_every_guess_frame_differs(chapter):
     chapter.inject(
         """
-import matplotlib.pyplot as plt
-
-
-def one_frame():
-    plt.close(render_layer(4, "1 to 6"))
-
-
-assert _best_seconds(one_frame) < 0.3
-"""
-    )
-
-
-def test_every_search_frame_differs(chapter):
-    chapter.inject(
-        """
-outputs = search_box.frames.outputs
-assert len(outputs) == len(QUERIES) == 6
+outputs = guess_box.frames.outputs
+assert len(outputs) == len(WIDGET_SENTENCES) * 7 == 21
 assert len(set(outputs.values())) == len(outputs)
 """
     )
 
 
-def test_drawing_one_search_frame_is_quick(chapter):
+def test_drawing_one_guess_frame_is_quick(chapter):
+    # a frame's computation: BERT's and GPT's top five for one hidden word
     chapter.inject(
         """
-assert _best_seconds(lambda: render_ranking("Which team won the match?")) < 0.1
+assert _best_seconds(lambda: guesses_for(WIDGET_SENTENCES[0], 3)) < 0.1
+assert _best_seconds(lambda: render_guesses(WIDGET_SENTENCES[0], 3)) < 0.1
 """
     )

@@ -234,7 +234,7 @@ def generate(
         generator: a ``torch.Generator`` for reproducible sampling.
 
     Returns:
-        ``(batch, t + new)`` ids, the prompt included. Taught in chapter 13.
+        ``(batch, t + new)`` ids, the prompt included. Taught in chapter 14.
     """
     _checks.token_ids(prompt, "prompt")
     if eos_id is not None:

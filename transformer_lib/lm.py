@@ -1,8 +1,8 @@
-"""One-stack models from the same blocks (chapter 13): encoder-only (BERT) and decoder-only (GPT-2).
+"""One-stack models from the same blocks (chapter 14): encoder-only (BERT) and decoder-only (GPT-2).
 
 * :class:`EncoderOnlyModel`: the :class:`~transformer_lib.stacks.Encoder` with a
   masked-language-model output layer and BERT's pooler; also a bare encoder for sentence
-  embeddings (all-MiniLM-L6-v2, chapter 14).
+  embeddings (all-MiniLM-L6-v2, chapter 18).
 * :class:`DecoderOnlyModel`: the :class:`~transformer_lib.stacks.Decoder` without
   cross-attention and a :class:`~transformer_lib.transformer.Generator`: a language model.
 
@@ -36,7 +36,7 @@ class EncoderOnlyModel(nn.Module):
     vectors; ``pool(hidden)`` gives BERT's ``tanh(W h_0 + b)`` of the first token when
     ``config.pooler``; ``mean_pool(hidden, src_mask)`` averages the real (unpadded)
     tokens' vectors, the sentence embedding of Sentence-BERT. ``src_mask=None`` lets every
-    position see every other. Taught in chapters 13 and 14.
+    position see every other. Taught in chapters 14 and 18.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -111,7 +111,7 @@ class DecoderOnlyModel(nn.Module):
     ``forward(tgt, tgt_mask=None)`` returns next-token log-probabilities
     ``(batch, tgt_len, vocab)``; ``tgt_mask=None`` means the causal mask (a language model
     must never see the future), as in :class:`~transformer_lib.transformer.Transformer`;
-    a given mask is used as it is. Taught in chapter 13.
+    a given mask is used as it is. Taught in chapter 14.
     """
 
     def __init__(self, config: TransformerConfig):

@@ -18,7 +18,7 @@ Read top to bottom:
 * :func:`load_pretrained_encoder`: the model and its tokenizer.
 * :func:`encode_sentences` and :func:`sentence_embeddings`: text in, vectors out.
 
-Taught in chapter 14.
+Taught in chapter 18.
 """
 
 from __future__ import annotations
