@@ -11,6 +11,15 @@ Vocabularies. An encoder-decoder model has two, ``src_vocab_size`` and ``tgt_voc
 (BERT) has one, ``src_vocab_size``; a decoder-only model (GPT-2) has one, ``tgt_vocab_size``.
 For those the other size is ignored: it must be ``None`` or equal, and ``share_embeddings``
 must stay ``False`` (``tie_output`` ties their one embedding to the output layer).
+
+Switches for controlled experiments (ablations). Each takes one idea of the paper away,
+and its default is the paper's model, so a config that does not mention them builds
+exactly what it did before: ``attention_scale`` (the ``1 / sqrt(d_k)`` of the scores),
+``positional="rotary"`` (rotary embeddings in every self-attention instead of positions
+added to the embeddings), ``residual`` (the residual connections) and ``layer_norm`` (every
+LayerNorm of the layers and the final one; BERT's ``embedding_norm`` is its own switch).
+PyTorch's modules and GPT-2 express only the defaults, so :func:`transformer_lib.to_torch`
+refuses a model built without them, naming the field.
 Taught in chapter 11 (and 13 for the BERT and GPT-2 presets).
 """
 
@@ -21,10 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _checks
-from .embeddings import POSITIONAL
+from .embeddings import POSITIONAL as ADDED_POSITIONS
 from .layers import ACTIVATIONS
 
 ARCHITECTURES = ("encoder-decoder", "encoder-only", "decoder-only")
+# the positions the embeddings add, or "rotary": nothing added, the self-attentions rotate q and k
+POSITIONAL = (*ADDED_POSITIONS, "rotary")
 
 
 @dataclass
@@ -44,7 +55,7 @@ class TransformerConfig:
     final_norm: bool | None = None  # a LayerNorm after each stack; None: exactly when norm_first
     activation: str = "relu"  # of the feed-forward network: "relu", "gelu" or "gelu_tanh"
     layer_norm_eps: float = 1e-5  # every LayerNorm's eps (BERT: 1e-12)
-    positional: str = "sinusoidal"  # "sinusoidal", "learned" or "none"
+    positional: str = "sinusoidal"  # "sinusoidal", "learned", "rotary" (RoPE on q and k) or "none"
     max_len: int = 5000  # the longest sequence the positions cover
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model), as the paper
     num_token_types: int = 0  # BERT's segment embeddings (sentence A / B); 0: none
@@ -53,6 +64,10 @@ class TransformerConfig:
     pooler: bool = False  # BERT's pooler, tanh(W h_0 + b) (encoder-only)
     lm_head: bool = True  # the masked-LM output layer; False: a bare encoder (encoder-only)
     architecture: str = "encoder-decoder"  # or "encoder-only" (BERT), "decoder-only" (GPT-2)
+    # switches for ablations; the defaults are the paper's model
+    attention_scale: bool = True  # divide q.k by sqrt(d_k); False: raw dot products
+    residual: bool = True  # x + Sublayer(x); False: the sublayer's output replaces x
+    layer_norm: bool = True  # the layers' LayerNorms and the final one; False: nn.Identity
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size"):
@@ -67,13 +82,19 @@ class TransformerConfig:
             )
         _checks.probability(self.dropout, "dropout")
         for name in ("share_embeddings", "tie_output", "norm_first", "scale_embeddings", "embedding_norm",
-                     "generator_bias", "pooler", "lm_head"):  # fmt: skip
+                     "generator_bias", "pooler", "lm_head", "attention_scale", "residual",
+                     "layer_norm"):  # fmt: skip
             _checks.flag(getattr(self, name), name)
         if self.final_norm is not None:
             _checks.flag(self.final_norm, "final_norm")
         _checks.one_of(self.activation, "activation", ACTIVATIONS)
         _checks.positive_float(self.layer_norm_eps, "layer_norm_eps")
         _checks.one_of(self.positional, "positional", POSITIONAL)
+        if self.positional == "rotary" and self.d_model // self.num_heads % 2:
+            raise ValueError(
+                "positional='rotary' needs an even d_k = d_model / num_heads (features turn in pairs), "
+                f"got d_model={self.d_model} and num_heads={self.num_heads}"
+            )
         _checks.one_of(self.architecture, "architecture", ARCHITECTURES)
         _checks.non_negative_int(self.num_token_types, "num_token_types")
         self._check_vocabularies()

@@ -19,6 +19,10 @@ Mask conventions differ: ours is ``True`` where attention is allowed,
 (:func:`torch_attn_mask` converts). Our :class:`~transformer_lib.stacks.Decoder` reads
 ``tgt_mask=None`` as the causal mask, ``nn.TransformerDecoder`` as no mask: pass masks
 explicitly when comparing the two.
+
+PyTorch's modules express only the paper's model: :func:`to_torch` refuses a module built
+with an ablation switch off (``attention_scale``, ``residual``, ``layer_norm``) or with
+rotary positions, naming the field of :class:`~transformer_lib.config.TransformerConfig`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import TransformerConfig
-from .layers import ACTIVATIONS, DecoderLayer, EncoderLayer
+from .layers import ACTIVATIONS, AddNorm, DecoderLayer, EncoderLayer
 from .stacks import Decoder, Encoder
 from .torch_attention import MultiHeadAttention
 from .transformer import Transformer
@@ -303,6 +307,29 @@ def _lookup(table: dict[type | str, Converter], module: object, direction: str) 
     raise TypeError(f"module must be one of [{known}] for {direction}, got {type(module).__name__}")
 
 
+def check_expressible(module: nn.Module) -> None:
+    """Raise ``ValueError`` naming every switch of ``module`` that PyTorch's modules cannot express.
+
+    ``nn.MultiheadAttention`` always divides by ``sqrt(d_k)`` and knows no rotary positions;
+    PyTorch's layers always add the residual and always normalise.
+    """
+    problems = {}
+    for sub in module.modules():
+        if isinstance(sub, MultiHeadAttention):
+            if not sub.attention_scale:
+                problems["attention_scale"] = "attention_scale=False (PyTorch's attention divides by sqrt(d_k))"
+            if sub.rotary:
+                problems["positional"] = "positional='rotary' (PyTorch's attention has no rotary positions)"
+        elif isinstance(sub, AddNorm):
+            if not sub.residual:
+                problems["residual"] = "residual=False (PyTorch's layers always add the residual)"
+            if not sub.layer_norm:
+                problems["layer_norm"] = "layer_norm=False (PyTorch's layers always normalise)"
+    if problems:
+        raise ValueError(f"module cannot be expressed by PyTorch's modules: it was built with "
+                         f"{'; '.join(problems.values())}; only the defaults convert")
+
+
 def _match_state(converted: nn.Module, source: nn.Module) -> nn.Module:
     """``converted`` in ``source``'s dtype, device and training mode."""
     param = next(source.parameters(), None)
@@ -312,8 +339,14 @@ def _match_state(converted: nn.Module, source: nn.Module) -> nn.Module:
 
 
 def to_torch(module: nn.Module) -> nn.Module:
-    """The ``torch.nn`` module equivalent to ``module``, with copied weights, same mode and dtype."""
-    return _match_state(_lookup(TO_TORCH, module, "to_torch")(module), module)
+    """The ``torch.nn`` module equivalent to ``module``, with copied weights, same mode and dtype.
+
+    Raises ``ValueError`` for a module built with an ablation switch PyTorch cannot express
+    (:func:`check_expressible`).
+    """
+    convert = _lookup(TO_TORCH, module, "to_torch")
+    check_expressible(module)
+    return _match_state(convert(module), module)
 
 
 def from_torch(module: nn.Module) -> nn.Module:

@@ -6,13 +6,21 @@ Read top to bottom, each piece uses only what came before it:
   position on its own (chapter 09).
 * :class:`AddNorm`: the residual connection with layer normalisation. The paper's
   post-norm ``LayerNorm(x + Dropout(Sublayer(x)))`` by default; the pre-norm
-  ``x + Dropout(Sublayer(LayerNorm(x)))`` with ``norm_first=True`` (chapter 09).
+  ``x + Dropout(Sublayer(LayerNorm(x)))`` with ``norm_first=True`` (chapter 09). Two
+  switches take a part away for controlled experiments: ``residual=False`` (the sublayer's
+  output replaces ``x`` instead of adding to it) and ``layer_norm=False`` (no normalisation).
 * :class:`EncoderLayer`: self-attention, then the feed-forward network, each wrapped in
   Add & Norm (chapter 09).
 * :class:`DecoderLayer`: masked self-attention, encoder-decoder (cross) attention with
   queries from the decoder and keys and values from the encoder output ``memory``, then
   the feed-forward network (chapter 10). With ``cross_attention=False`` it is the block
   of a decoder-only model such as GPT-2 (chapter 13).
+
+The layers pass two switches to their attentions (see
+:class:`~transformer_lib.torch_attention.MultiHeadAttention`): ``attention_scale`` (divide
+the scores by ``sqrt(d_k)``) to every attention, ``rotary`` (rotary position embeddings)
+to the self-attention only; and ``residual`` and ``layer_norm`` to every Add & Norm. The
+defaults are the paper's layer.
 
 Masks follow the attention core: boolean, ``True`` where attention is allowed,
 broadcastable to ``(batch, heads, q_len, k_len)``.
@@ -93,24 +101,47 @@ class AddNorm(nn.Module):
       path stays an identity from input to output, which makes deep stacks easier to
       train; a stack of pre-norm layers then needs one final LayerNorm.
 
+    For ablations, either part can be taken away. Without the residual connection
+    (``residual=False``) the sublayer's output replaces its input: ``LayerNorm(Dropout(
+    sublayer(x)))`` in post-norm, ``Dropout(sublayer(LayerNorm(x)))`` in pre-norm, so the
+    signal must pass through every sublayer. Without layer normalisation
+    (``layer_norm=False``) ``norm`` is ``nn.Identity`` (no parameters): ``x +
+    Dropout(sublayer(x))`` in both orders.
+
     Args:
         d_model: width of the vectors being normalised.
         dropout: dropout on the sublayer's output during training.
         norm_first: pre-norm instead of the paper's post-norm.
         layer_norm_eps: the ``eps`` of the LayerNorm (1e-5 as in PyTorch; BERT uses 1e-12).
+        residual: add the sublayer's output to its input (the paper); ``False`` replaces it.
+        layer_norm: normalise (the paper); ``False`` makes ``norm`` an ``nn.Identity``.
 
     ``forward(x, sublayer)`` takes ``x`` ``(batch, seq, d_model)`` and a callable
     ``sublayer`` mapping ``(batch, seq, d_model)`` to the same shape. Taught in chapter 09.
     """
 
     def __init__(
-        self, d_model: int, dropout: float = 0.1, norm_first: bool = False, layer_norm_eps: float = 1e-5
+        self,
+        d_model: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        *,
+        residual: bool = True,
+        layer_norm: bool = True,
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.norm_first = _checks.flag(norm_first, "norm_first")
-        self.norm = nn.LayerNorm(d_model, eps=_checks.positive_float(layer_norm_eps, "layer_norm_eps"))
+        self.residual = _checks.flag(residual, "residual")
+        eps = _checks.positive_float(layer_norm_eps, "layer_norm_eps")
+        self.norm = nn.LayerNorm(d_model, eps=eps) if _checks.flag(layer_norm, "layer_norm") else nn.Identity()
         self.dropout = nn.Dropout(_checks.probability(dropout, "dropout"))
+
+    @property
+    def layer_norm(self) -> bool:
+        """Whether ``norm`` normalises (``False``: it is ``nn.Identity``)."""
+        return not isinstance(self.norm, nn.Identity)
 
     def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if not callable(sublayer):
@@ -119,11 +150,13 @@ class AddNorm(nn.Module):
                 f"(e.g. a module or a lambda), got {type(sublayer).__name__}"
             )
         if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            out = self.dropout(sublayer(self.norm(x)))
+            return x + out if self.residual else out
+        out = self.dropout(sublayer(x))
+        return self.norm(x + out if self.residual else out)
 
     def extra_repr(self) -> str:
-        return f"norm_first={self.norm_first}"
+        return f"norm_first={self.norm_first}" + ("" if self.residual else ", residual=False")
 
 
 class EncoderLayer(nn.Module):
@@ -137,6 +170,9 @@ class EncoderLayer(nn.Module):
         norm_first: pre-norm instead of the paper's post-norm.
         activation: ``"relu"``, ``"gelu"`` or ``"gelu_tanh"``.
         layer_norm_eps: the LayerNorms' ``eps``.
+        attention_scale, rotary: passed to the self-attention
+            (:class:`~transformer_lib.torch_attention.MultiHeadAttention`).
+        residual, layer_norm: passed to both :class:`AddNorm` s.
 
     Submodules: ``self_attn`` (:class:`MultiHeadAttention`), ``feed_forward``
     (:class:`FeedForward`), ``add_norm1`` and ``add_norm2`` (:class:`AddNorm`).
@@ -152,13 +188,20 @@ class EncoderLayer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
+        *,
+        attention_scale: bool = True,
+        rotary: bool = False,
+        residual: bool = True,
+        layer_norm: bool = True,
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale,
+                                            rotary=rotary)  # fmt: skip
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
+        sublayer = dict(residual=residual, layer_norm=layer_norm)
+        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
+        self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
     @property
     def norm_first(self) -> bool:
@@ -202,6 +245,10 @@ class DecoderLayer(nn.Module):
             :class:`EncoderLayer`.
         cross_attention: ``False`` drops the encoder-decoder attention, giving the block
             of a decoder-only model (GPT-2, chapter 13).
+        attention_scale: passed to both attentions.
+        rotary: passed to the self-attention only (cross-attention compares target and
+            source positions, which rotary embeddings do not relate).
+        residual, layer_norm: passed to every :class:`AddNorm`.
 
     Submodules: ``self_attn``, ``cross_attn`` (``None`` without cross-attention),
     ``feed_forward``, ``add_norm1`` (self-attention), ``add_norm2`` (cross-attention,
@@ -219,19 +266,26 @@ class DecoderLayer(nn.Module):
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
         cross_attention: bool = True,
+        *,
+        attention_scale: bool = True,
+        rotary: bool = False,
+        residual: bool = True,
+        layer_norm: bool = True,
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale,
+                                            rotary=rotary)  # fmt: skip
+        sublayer = dict(residual=residual, layer_norm=layer_norm)
+        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         if _checks.flag(cross_attention, "cross_attention"):
-            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-            self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale)
+            self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         else:
             self.cross_attn = None
             self.add_norm2 = None
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.add_norm3 = AddNorm(d_model, dropout, norm_first, layer_norm_eps)
+        self.add_norm3 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
     @property
     def norm_first(self) -> bool:

@@ -28,6 +28,7 @@ module in the mode it was in.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -86,10 +87,38 @@ def _check_parts(embedding: object, layers: object, norm: object, layer_type: ty
     return layers if isinstance(layers, nn.ModuleList) else nn.ModuleList(layers)
 
 
-def _final_norm(config: TransformerConfig) -> nn.LayerNorm | None:
-    """A config's final LayerNorm: by default exactly when the layers are pre-norm."""
+def _final_norm(config: TransformerConfig) -> nn.Module | None:
+    """A config's final LayerNorm: by default exactly when the layers are pre-norm.
+
+    With ``config.layer_norm=False`` (the ablation without normalisation) it is an
+    ``nn.Identity`` where the LayerNorm would be.
+    """
     wanted = config.norm_first if config.final_norm is None else config.final_norm
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if wanted else None
+    if not wanted:
+        return None
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.layer_norm else nn.Identity()
+
+
+def _embedding(config: TransformerConfig, vocab_size: int | None) -> Embeddings | None:
+    """A config's embedding for ``vocab_size`` ids (``None``: a stack that takes vectors).
+
+    Rotary positions are not added to the embeddings (the self-attention layers rotate
+    queries and keys instead), so a rotary config's embedding adds no positions.
+    """
+    if vocab_size is None:
+        return None
+    if config.positional == "rotary":
+        config = dataclasses.replace(config, positional="none")
+    return Embeddings.from_config(config, vocab_size)
+
+
+def _layer_options(config: TransformerConfig) -> tuple[tuple, dict]:
+    """The positional and keyword arguments every layer of a config's stacks takes."""
+    c = config
+    options = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.layer_norm_eps)
+    switches = dict(attention_scale=c.attention_scale, rotary=c.positional == "rotary", residual=c.residual,
+                    layer_norm=c.layer_norm)  # fmt: skip
+    return options, switches
 
 
 def _take_weights(attention: MultiHeadAttention) -> torch.Tensor:
@@ -126,9 +155,9 @@ class Encoder(nn.Module):
     def from_config(cls, config: TransformerConfig) -> Encoder:
         """The encoder a :class:`~transformer_lib.config.TransformerConfig` describes (``src_vocab_size``)."""
         c = config
-        embedding = None if c.src_vocab_size is None else Embeddings.from_config(c, c.src_vocab_size)
-        options = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.layer_norm_eps)
-        layers = [EncoderLayer(*options) for _ in range(c.num_layers)]
+        embedding = _embedding(c, c.src_vocab_size)
+        options, switches = _layer_options(c)
+        layers = [EncoderLayer(*options, **switches) for _ in range(c.num_layers)]
         return cls(embedding, layers, _final_norm(c))
 
     def embed(self, src: torch.Tensor, token_types: torch.Tensor | None = None) -> torch.Tensor:
@@ -231,10 +260,10 @@ class Decoder(nn.Module):
     def from_config(cls, config: TransformerConfig) -> Decoder:
         """The decoder a config describes (``tgt_vocab_size``); cross-attention unless decoder-only."""
         c = config
-        embedding = None if c.tgt_vocab_size is None else Embeddings.from_config(c, c.tgt_vocab_size)
+        embedding = _embedding(c, c.tgt_vocab_size)
         cross = c.architecture != "decoder-only"
-        options = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.layer_norm_eps)
-        layers = [DecoderLayer(*options, cross_attention=cross) for _ in range(c.num_layers)]
+        options, switches = _layer_options(c)
+        layers = [DecoderLayer(*options, cross_attention=cross, **switches) for _ in range(c.num_layers)]
         return cls(embedding, layers, _final_norm(c))
 
     def embed(self, tgt: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
+from .positional import apply_rotary
 
 
 def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -66,6 +67,7 @@ def scaled_dot_product_attention(
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``softmax(q k^T / sqrt(d_k)) v``, written out step by step.
 
@@ -78,6 +80,9 @@ def scaled_dot_product_attention(
             weights and a zero output (never NaN): it has nothing to attend to.
         dropout_p: probability of dropping an attention weight (applied whenever it is
             positive, as in ``F.scaled_dot_product_attention``; pass 0 in evaluation).
+        scale: the factor the scores are multiplied by; ``None`` (the paper) is
+            ``1 / sqrt(d_k)``, ``1.0`` gives the raw dot products (as the ``scale=`` of
+            ``F.scaled_dot_product_attention``).
 
     Returns:
         ``(output, weights)``: ``(..., q_len, d_v)`` and the softmax weights
@@ -87,8 +92,11 @@ def scaled_dot_product_attention(
     """
     _check_qkv(q, k, v)
     dropout_p = _checks.probability(dropout_p, "dropout_p")
-    # 1) scores: how well each query matches each key
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., q_len, k_len)
+    if scale is not None:
+        scale = _checks.positive_float(scale, "scale")
+    # 1) scores: how well each query matches each key, divided by sqrt(d_k) unless told otherwise
+    scores = q @ k.transpose(-2, -1)  # (..., q_len, k_len)
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
     if mask is not None:
         _checks.bool_mask(mask, "mask", scores.shape, "(..., q_len, k_len)", tensor=True)
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -103,17 +111,22 @@ def scaled_dot_product_attention(
 
 
 def _fused_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """The same maths through PyTorch's fused kernel, with fully masked rows zeroed."""
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
     mask = mask.expand(_scores_shape(q, k))
     has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len, 1)
     if bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     # let empty rows see every key (so the kernel makes no NaN), then zero their output
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scale)
     return out * has_key
 
 
@@ -130,6 +143,13 @@ class MultiHeadAttention(nn.Module):
         num_heads: number of heads; must divide ``d_model``.
         dropout: dropout on the attention weights during training.
         bias: whether the four projections have biases.
+        attention_scale: divide the scores by ``sqrt(d_k)`` (the paper); ``False`` uses the
+            raw dot products ``q . k``, for the ablation that shows why the factor is there.
+        rotary: rotate each head's queries and keys by their positions (rotary embeddings,
+            :func:`~transformer_lib.positional.apply_rotary`, Su et al. 2021) before the
+            scores, so the scores depend on relative positions; for self-attention, where
+            queries and keys are positions ``0 .. seq - 1`` of one sequence. ``d_k`` must
+            be even.
 
     After a forward pass with ``need_weights=True``, ``attention_weights`` holds the
     weights of every head, ``(batch, heads, q_len, k_len)`` (detached).
@@ -137,7 +157,16 @@ class MultiHeadAttention(nn.Module):
     Taught in chapter 06; used by the encoder and decoder layers (chapters 09-10).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        *,
+        attention_scale: bool = True,
+        rotary: bool = False,
+    ):
         super().__init__()
         d_model = _checks.positive_int(d_model, "d_model")
         num_heads = _checks.positive_int(num_heads, "num_heads")
@@ -149,6 +178,11 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.d_k = d_model // num_heads
         self.dropout = _checks.probability(dropout, "dropout")
+        self.attention_scale = _checks.flag(attention_scale, "attention_scale")
+        self.rotary = _checks.flag(rotary, "rotary")
+        if rotary and self.d_k % 2:
+            raise ValueError(f"rotary=True needs an even d_k = d_model / num_heads (features turn in pairs), "
+                             f"got d_k={self.d_k}")
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
@@ -212,13 +246,16 @@ class MultiHeadAttention(nn.Module):
         q = q.view(b, q_len, h, d_k).transpose(1, 2)  # (batch, heads, q_len, d_k)
         k = k.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
         v = v.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
+        if self.rotary:  # turn each query and key by its position: scores then see only offsets
+            q, k = apply_rotary(q), apply_rotary(k)  # shapes unchanged
 
         # 2) attend, every head at once
+        scale = None if self.attention_scale else 1.0  # None: 1 / sqrt(d_k)
         if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, scale)
             self.attention_weights = weights.detach()  # (batch, heads, q_len, k_len)
         else:
-            out = _fused_attention(q, k, v, mask, dropout_p)
+            out = _fused_attention(q, k, v, mask, dropout_p, scale)
             self.attention_weights = None
 
         # 3) concatenate the heads, then mix them with W_o
@@ -226,4 +263,7 @@ class MultiHeadAttention(nn.Module):
         return self.W_o(out)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        text = f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        if not self.attention_scale:
+            text += ", attention_scale=False"
+        return text + (", rotary=True" if self.rotary else "")
