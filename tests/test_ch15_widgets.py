@@ -1,0 +1,72 @@
+"""Chapter 15's token widget: every frame distinct, each what render draws (one coloured box per
+token of the tokeniser's own encoding), within the book's column, and quick to draw."""
+
+from __future__ import annotations
+
+CHAPTER = "15_tokenisation"
+
+
+def test_the_controls_offer_every_vocabulary_and_sentence(chapter):
+    chapter.inject(
+        """
+frames = tokens_widget.frames
+assert frames.names == ("vocab_size", "sentence"), frames.names
+assert frames.values == ((256, 512, 1024, 2048, 4096), tuple(SENTENCES)), frames.values
+assert len(frames.outputs) == 5 * 4 == len(set(frames.outputs)), len(frames.outputs)
+"""
+    )
+
+
+def test_every_frame_shows_a_different_tokenisation(chapter):
+    # the token boxes themselves differ, not only the caption that names the vocabulary
+    chapter.inject(
+        """
+import re as re_module
+
+outputs = list(tokens_widget.frames.outputs.values())
+assert len(set(outputs)) == len(outputs), "two choices show the same view"
+boxes = [tuple(re_module.findall(r"<span[^>]*>(.*?)</span>", shown)) for shown in outputs]
+assert all(boxes), "a frame shows no tokens"
+assert len(set(boxes)) == len(boxes), "two choices cut their sentence into the same tokens"
+"""
+    )
+
+
+def test_each_frame_is_what_render_draws(chapter):
+    chapter.inject(
+        """
+import html as html_module
+import re as re_module
+
+for (V, sentence), shown in tokens_widget.frames.outputs.items():
+    assert shown == render_tokens(V, sentence), (V, sentence)
+    ids = bpe[V].encode(sentence)
+    boxes = re_module.findall(r"<span style='[^']*'>(.*?)</span>", shown)
+    # one box per token, in order, spelling the tokens with spaces shown as ␣
+    expected = [s.replace(" ", "␣") for s in bpe[V].token_strings(ids)]
+    assert [html_module.unescape(b) for b in boxes] == expected, (V, sentence)
+    assert f"{len(ids)} tokens for {len(sentence)} characters" in shown
+    assert f"{len(ids) / len(sentence):.2f} tokens per character" in shown
+"""
+    )
+
+
+def test_every_frame_fits_the_column(chapter):
+    chapter.inject(
+        """
+import re as re_module
+
+for key, shown in tokens_widget.frames.outputs.items():
+    assert shown.startswith("<div style='max-width:680px;"), key
+    widths = [int(w) for w in re_module.findall(r"width:\\s*(\\d+)px", shown)]
+    assert widths and max(widths) <= 700, (key, widths)
+    assert "overflow-wrap:anywhere" in shown, key  # long tokens wrap, not widen
+"""
+    )
+
+
+def test_one_frame_is_drawn_quickly(chapter):
+    slowest = chapter.value(
+        "max(_best_seconds(lambda: render_tokens(V, s)) for V in bpe for s in SENTENCES)"
+    )
+    assert slowest < 0.01, f"the slowest frame took {slowest:.1e} s of processor time"
