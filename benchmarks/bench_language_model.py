@@ -1,0 +1,69 @@
+"""Language-model benchmark: what the GPT trained on tiny Shakespeare reached, read from its results.
+
+``scripts/train_shakespeare.py`` (``make shakespeare``) trains nanoGPT's CPU configuration of
+its character-level Shakespeare model with the library and records the run in
+``results/shakespeare/<name>.json``. This benchmark retrains nothing: it reads every such
+file and prints one row per run: validation loss (mean over 200 random batches of 12
+windows, and over the whole validation split in non-overlapping windows), per character
+for a BPE run, steps, training time and the machine's threads and load. Goal: at most
+1.88 on the 200 batches (nanoGPT's README: "about 1.88", measured on 20 random batches)
+within 300 s of training.
+
+The time of one training step against an equivalent reference (Hugging Face's
+``GPT2LMHeadModel`` of the same size, same weights) is measured by ``bench_gpt2.py``.
+Run on its own (``python benchmarks/bench_language_model.py``) or through ``benchmarks/run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "shakespeare"
+GOAL_LOSS = 1.88
+GOAL_SECONDS = 300.0
+VAL_200 = "validation loss, 200 random batches of 12"
+VAL_ALL = "validation loss, whole split in non-overlapping windows"
+
+
+def row(name: str, result: dict) -> dict:
+    """One table row from a results json."""
+    final, seconds, settings = result["final"], result["seconds"], result["settings"]
+    per_char = result.get("final per character", {})
+    met = final[VAL_200] <= GOAL_LOSS and seconds["training steps"] <= GOAL_SECONDS
+    return {
+        "run": name,
+        "tokens": f"{settings['tokenizer']} ({settings['vocab_size']})",
+        "steps": settings["steps"],
+        "val loss (200 batches)": f"{final[VAL_200]:.4f}",
+        "val loss (whole split)": f"{final[VAL_ALL]:.4f}",
+        "val loss per char": f"{per_char.get(VAL_200, final[VAL_200]):.4f}",
+        "train loss": f"{final['training loss, 200 random batches of 12']:.4f}",
+        "train s": f"{seconds['training steps']:.0f}",
+        "ms/step": f"{seconds['ms per step']:.0f}",
+        "threads": result["hardware"]["torch threads"],
+        "load at start": result["hardware"]["load average at start (1, 5, 15 min)"][0],
+        "goal": "met" if met else "NOT met",
+    }
+
+
+def run() -> list[dict]:
+    """One row per recorded run (``results/shakespeare/*.json``), the 2,000-step run first."""
+    paths = sorted(RESULTS.glob("*.json"), key=lambda p: (p.stem != "char", p.stem))
+    rows = []
+    for path in paths:
+        result = json.loads(path.read_text())
+        if "final" in result and "settings" in result:  # a run's results, not a tokeniser file
+            rows.append(row(path.stem, result))
+    return rows
+
+
+def main() -> None:
+    from run import format_table  # benchmarks/run.py, beside this file
+
+    print(format_table(run()))
+    print(f"goal: validation loss <= {GOAL_LOSS} (nanoGPT's CPU run) within {GOAL_SECONDS:.0f} s of training")
+
+
+if __name__ == "__main__":
+    main()
