@@ -510,7 +510,8 @@ class TextDataset(Dataset):
     Item ``i`` (``0 <= i < len(ids) - block_size``) is the pair ``x = ids[i : i + T]``,
     ``y = ids[i + 1 : i + T + 1]``: at every position of ``x`` the model must predict the
     token that follows. ``loader`` draws random windows, as nanoGPT's ``get_batch`` does;
-    ``sequential_loader`` reads the split once in non-overlapping windows.
+    ``sequential_loader`` reads the split once in non-overlapping windows. Taught in the
+    language-modelling chapter.
     """
 
     def __init__(self, ids: Sequence[int] | np.ndarray | torch.Tensor, block_size: int):

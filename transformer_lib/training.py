@@ -20,7 +20,7 @@
 * :func:`language_model_loss`: a language model's mean next-token loss on a text split.
 * :func:`save_checkpoint` and :func:`load_checkpoint`.
 
-Taught in chapter 11.
+Taught in chapter 11; the language-model parts in the language-modelling chapter.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def exact_match(model, data: Seq2SeqDataset, batch_size: int = 500, max_len: int
     """Share of ``data``'s examples whose greedy decoding equals the target exactly.
 
     Args:
-        model: has ``encode`` and ``decode`` (a :class:`~transformer_lib.model.Transformer`).
+        model: has ``encode`` and ``decode`` (a :class:`~transformer_lib.transformer.Transformer`).
         data: the (held-out) examples.
         batch_size: examples decoded at once.
         max_len: the most tokens to produce; by default the longest target plus ``<eos>``.
@@ -321,7 +321,7 @@ def language_model_loss(
 
     Args:
         model: maps ``(batch, T)`` ids to log-probabilities ``(batch, T, V)`` with a causal
-            mask (a :class:`~transformer_lib.model.DecoderOnlyModel`).
+            mask (a :class:`~transformer_lib.lm.DecoderOnlyModel`).
         data: the split, a :class:`~transformer_lib.data.TextDataset`.
         num_batches: average over the windows of ``num_batches`` random batches of
             ``batch_size`` (``data.loader(batch_size, num_batches, seed)``: the same windows
@@ -456,8 +456,8 @@ def train(
     against a lucky check.
 
     Args:
-        model: a :class:`~transformer_lib.model.Transformer` (with ``encode``/``decode``
-            for evaluation), or a :class:`~transformer_lib.model.DecoderOnlyModel`.
+        model: a :class:`~transformer_lib.transformer.Transformer` (with ``encode``/``decode``
+            for evaluation), or a :class:`~transformer_lib.lm.DecoderOnlyModel`.
         data: the training set.
         batch_size: examples (or windows) per step.
         warmup_steps: steps of linear warm-up (default 400 for the paper's schedule, 100
