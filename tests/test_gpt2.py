@@ -207,6 +207,10 @@ class TestErrors:
             (dict(generator_bias=True), r"config.generator_bias must be False"),
             (dict(final_norm=False), r"config.final_norm must be None or True"),
             (dict(embedding_norm=True, num_token_types=2), r"num_token_types must be 0.*embedding_norm must be False"),
+            (dict(positional="rotary"), r"config.positional must be 'learned'.*got 'rotary'"),
+            (dict(attention_scale=False), r"config.attention_scale must be True"),
+            (dict(residual=False), r"config.residual must be True"),
+            (dict(layer_norm=False), r"config.layer_norm must be True"),
         ],
     )
     def test_configs_gpt2_cannot_express(self, overrides, pattern):

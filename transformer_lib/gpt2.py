@@ -139,8 +139,8 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
 
     ``bos_token_id`` and ``eos_token_id`` are GPT-2's 50256 when the vocabulary holds that
     id, ``None`` otherwise (our configuration has no special ids). Raises ``ValueError``
-    naming every field of ``config`` that GPT-2 cannot express (post-norm, sinusoidal
-    positions, scaled embeddings, token types, ...).
+    naming every field of ``config`` that GPT-2 cannot express (post-norm, sinusoidal or
+    rotary positions, scaled embeddings, token types, the ablation switches, ...).
     """
     from transformers import GPT2Config
 
@@ -154,6 +154,9 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
         "num_token_types": (0, "GPT-2 has no token-type embedding"),
         "embedding_norm": (False, "GPT-2 has no LayerNorm on its embeddings"),
         "generator_bias": (False, "GPT-2's lm_head has no bias"),
+        "attention_scale": (True, "GPT-2 divides q.k by sqrt(d_k)"),
+        "residual": (True, "GPT-2's sublayers add to the residual stream"),
+        "layer_norm": (True, "GPT-2 normalises before each sublayer and at the end"),
     }
     problems = [
         f"config.{field} must be {value!r} ({why}), got {getattr(config, field)!r}"
