@@ -45,7 +45,8 @@ Read top to bottom:
   layouts, and back, checking every name and shape.
 * :func:`from_gpt2` and :func:`to_gpt2`: whole models.
 
-``transformers`` is imported only when a function needs it. Taught in chapter 13.
+``transformers`` is imported only when a function needs it. The decoder-only model it fills
+is taught in chapter 14.
 """
 
 from __future__ import annotations
