@@ -292,7 +292,8 @@ class TestBenchmark:
     def test_rows(self, bench):
         train, gen = bench.run(**self.TINY)
         assert (train["benchmark"], train["size"]) == ("GPT-2 train step", "2 x 8")
-        assert (gen["benchmark"], gen["size"]) == ("GPT-2 generate (ours: no KV cache)", "2 x (4 + 3)")
+        cache = "KV cache" if bench.OUR_CACHE else "no KV cache"
+        assert (gen["benchmark"], gen["size"]) == (f"GPT-2 generate (ours: {cache})", "2 x (4 + 3)")
         for row in (train, gen):
             assert row["ratio"] == pytest.approx(row["ours_ms"] / row["transformers_ms"], rel=0.1, abs=0.01)
             assert row["ratio_of_minima"] > 0 and row["threads"] == 1
