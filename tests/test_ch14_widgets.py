@@ -1,34 +1,13 @@
-"""Chapter 14's widgets: every frame differs, and the work behind one frame is quick.
+"""Chapter 14's widget: every frame differs, and the work behind one frame is quick.
 
 The chapter is executed once (the ``chapter`` fixture); the checks call the same render
-functions and data the widgets were built from. Times are processor time, best of five,
+functions and data the widget was built from. Times are processor time, best of five,
 so a busy machine does not decide the result.
 """
 
 from __future__ import annotations
 
 CHAPTER = "14_encoder_only_decoder_only"
-
-
-def test_every_sampling_frame_differs(chapter):
-    chapter.inject(
-        """
-outputs = samples_box.frames.outputs
-assert len(outputs) == len(PROMPTS) * len(TEMPERATURES) == 20
-assert len(set(outputs.values())) == len(outputs)
-"""
-    )
-
-
-def test_drawing_one_sampling_frame_is_quick(chapter):
-    # a frame's computation: 100 sampled sentences for one prompt and temperature,
-    # then its HTML; about 0.04 s here
-    chapter.inject(
-        """
-assert _best_seconds(lambda: sample(PROMPTS["the dog"], 1.0, 100, seed=2)) < 0.1
-assert _best_seconds(lambda: render_samples("the dog", 1.0)) < 0.1
-"""
-    )
 
 
 def test_every_guess_frame_differs(chapter):
