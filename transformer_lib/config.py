@@ -20,7 +20,7 @@ added to the embeddings), ``residual`` (the residual connections) and ``layer_no
 LayerNorm of the layers and the final one; BERT's ``embedding_norm`` is its own switch).
 PyTorch's modules and GPT-2 express only the defaults, so :func:`transformer_lib.to_torch`
 refuses a model built without them, naming the field.
-Taught in chapter 11 (and 13 for the BERT and GPT-2 presets).
+Taught in chapter 11 (and 14 for the BERT and GPT-2 presets).
 """
 
 from __future__ import annotations
@@ -179,16 +179,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     # bert-base: 109,512,762 parameters (~110M; BertModel's 109,482,240 and our masked-LM bias)
     "bert-base": dict(BERT, src_vocab_size=30522, d_model=768, num_heads=12, num_layers=12, d_ff=3072,
                       dropout=0.1),
-    # minilm-l6: 22,713,216 parameters; all-MiniLM-L6-v2 (chapter 14), a bare encoder, no masked-LM head
+    # minilm-l6: 22,713,216 parameters; all-MiniLM-L6-v2 (chapter 18), a bare encoder, no masked-LM head
     "minilm-l6": dict(BERT, src_vocab_size=30522, d_model=384, num_heads=12, num_layers=6, d_ff=1536,
                       dropout=0.1, lm_head=False),
-    # bert-tiny: 110,560 parameters; the masked-LM demo of chapter 13
+    # bert-tiny: 110,560 parameters; the masked-LM demo of chapter 14
     "bert-tiny": dict(BERT, src_vocab_size=32, d_model=64, num_heads=4, num_layers=2, d_ff=256,
                       dropout=0.0, max_len=64),
     # gpt2-small: 124,439,808 parameters (~124M), exactly GPT-2 small
     "gpt2-small": dict(GPT2, tgt_vocab_size=50257, d_model=768, num_heads=12, num_layers=12, d_ff=3072,
                        dropout=0.1),
-    # gpt-tiny: 112,384 parameters; text generation in chapter 13
+    # gpt-tiny: 112,384 parameters; text generation in chapter 14
     "gpt-tiny": dict(GPT2, tgt_vocab_size=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
                      dropout=0.0, max_len=128),
 }  # fmt: skip

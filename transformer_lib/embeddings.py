@@ -45,8 +45,9 @@ class Embeddings(nn.Module):
     :class:`~transformer_lib.positional.LearnedPositionalEmbedding` or ``None``),
     ``token_type_embedding`` and ``norm`` (or ``None``).
 
-    ``forward(tokens, token_types=None)``: ``(batch, seq)`` ids (and types) to
-    ``(batch, seq, d_model)``.
+    ``forward(tokens, token_types=None, start=0)``: ``(batch, seq)`` ids (and types) to
+    ``(batch, seq, d_model)``; the tokens are positions ``start .. start + seq - 1``
+    (``start > 0`` when a decoder generates with a cache of the earlier tokens).
     """
 
     def __init__(
@@ -88,15 +89,18 @@ class Embeddings(nn.Module):
             config.scale_embeddings, config.num_token_types, config.embedding_norm, config.layer_norm_eps,
         )  # fmt: skip
 
-    def forward(self, tokens: torch.Tensor, token_types: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, token_types: torch.Tensor | None = None, start: int = 0
+    ) -> torch.Tensor:
         _checks.token_ids(tokens, "tokens", self.vocab_size)
+        start = _checks.non_negative_int(start, "start")
         # 1) look up each token's vector, scaled by sqrt(d_model) as in the paper
         x = self.token_embedding(tokens)  # (batch, seq, d_model)
         if self.scale:
             x = x * math.sqrt(self.d_model)
         # 2) add the positions (and the token types)
         if self.position is not None:
-            x = self.position(x)
+            x = self.position(x, start)
         if token_types is not None:
             if self.token_type_embedding is None:
                 raise ValueError("token_types given, but this model has no token types (num_token_types=0)")

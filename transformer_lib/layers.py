@@ -14,7 +14,7 @@ Read top to bottom, each piece uses only what came before it:
 * :class:`DecoderLayer`: masked self-attention, encoder-decoder (cross) attention with
   queries from the decoder and keys and values from the encoder output ``memory``, then
   the feed-forward network (chapter 10). With ``cross_attention=False`` it is the block
-  of a decoder-only model such as GPT-2 (chapter 13).
+  of a decoder-only model such as GPT-2 (chapter 14).
 
 The layers pass two switches to their attentions (see
 :class:`~transformer_lib.torch_attention.MultiHeadAttention`): ``attention_scale`` (divide
@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
-from .torch_attention import MultiHeadAttention
+from .torch_attention import KVCache, MultiHeadAttention
 
 # The activations the feed-forward network offers. "gelu" is the exact (erf) GELU of BERT
 # and of ``F.gelu``; "gelu_tanh" is the tanh approximation that GPT-2 uses.
@@ -244,7 +244,7 @@ class DecoderLayer(nn.Module):
         d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps: as in
             :class:`EncoderLayer`.
         cross_attention: ``False`` drops the encoder-decoder attention, giving the block
-            of a decoder-only model (GPT-2, chapter 13).
+            of a decoder-only model (GPT-2, chapter 14).
         attention_scale: passed to both attentions.
         rotary: passed to the self-attention only (cross-attention compares target and
             source positions, which rotary embeddings do not relate).
@@ -298,6 +298,8 @@ class DecoderLayer(nn.Module):
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
     ) -> torch.Tensor:
         """Decode ``x`` (the target so far) while attending to the encoder output ``memory``.
 
@@ -315,16 +317,21 @@ class DecoderLayer(nn.Module):
                 up, read ``None`` as the causal mask.)
             need_weights: run the explicit attention path and leave this call's weights in
                 ``self_attn.attention_weights`` and ``cross_attn.attention_weights``.
+            self_cache, cross_cache: for generation, the
+                :class:`~transformer_lib.torch_attention.KVCache` s of the self-attention
+                (growing: ``x`` holds only the new tokens, which attend to the cached ones;
+                ``tgt_mask`` then covers ``(tgt_len, cached + tgt_len)``) and of the
+                cross-attention (fixed: the memory's keys and values, computed once).
 
         Returns:
             ``(batch, tgt_len, d_model)``.
         """
         _checks.hidden(x, "x", self.d_model, "(batch, tgt_len, d_model={})")
         if self.cross_attn is None:
-            if memory is not None or src_mask is not None:
+            if memory is not None or src_mask is not None or cross_cache is not None:
                 raise ValueError(
                     "this DecoderLayer has no cross-attention (cross_attention=False), "
-                    "so memory and src_mask must be None"
+                    "so memory, src_mask and cross_cache must be None"
                 )
         else:
             if memory is None:
@@ -335,18 +342,17 @@ class DecoderLayer(nn.Module):
         b, t, _ = x.shape
         h = self.self_attn.num_heads
         if tgt_mask is not None:
-            layout = "(batch, heads, tgt_len, tgt_len)"
-            _checks.bool_mask(tgt_mask, "tgt_mask", (b, h, t, t), layout, tensor=True)
+            past = 0 if self_cache is None else self_cache.length  # the keys of earlier steps
+            layout = "(batch, heads, tgt_len, tgt_len)" if not past else "(batch, heads, tgt_len, cached + tgt_len)"
+            _checks.bool_mask(tgt_mask, "tgt_mask", (b, h, t, past + t), layout, tensor=True)
         if src_mask is not None:
             layout = "(batch, heads, tgt_len, src_len)"
             _checks.bool_mask(src_mask, "src_mask", (b, h, t, memory.shape[1]), layout, tensor=True)
         need_weights = _checks.flag(need_weights, "need_weights")
         # 1) masked self-attention over the target so far
-        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights=need_weights))
+        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, tgt_mask, need_weights, self_cache))
         # 2) encoder-decoder attention: queries from the decoder, keys and values from memory
         if self.cross_attn is not None:
-            x = self.add_norm2(
-                x, lambda y: self.cross_attn(y, memory, memory, src_mask, need_weights=need_weights)
-            )
+            x = self.add_norm2(x, lambda y: self.cross_attn(y, memory, memory, src_mask, need_weights, cross_cache))
         # 3) position-wise feed-forward network
         return self.add_norm3(x, self.feed_forward)

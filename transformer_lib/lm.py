@@ -18,7 +18,7 @@ from torch import nn
 
 from . import _checks
 from .config import TransformerConfig, check_architecture
-from .stacks import Decoder, Encoder
+from .stacks import Decoder, DecoderCache, Encoder
 from .transformer import Generator, init_weights
 
 
@@ -111,7 +111,10 @@ class DecoderOnlyModel(nn.Module):
     ``forward(tgt, tgt_mask=None)`` returns next-token log-probabilities
     ``(batch, tgt_len, vocab)``; ``tgt_mask=None`` means the causal mask (a language model
     must never see the future), as in :class:`~transformer_lib.transformer.Transformer`;
-    a given mask is used as it is. Taught in chapter 14.
+    a given mask is used as it is. ``forward(new_tokens, cache=cache)`` with a cache from
+    :meth:`new_cache` runs only the tokens the cache has not seen (see
+    :class:`~transformer_lib.stacks.DecoderCache`), as :func:`~transformer_lib.generate` does.
+    Taught in chapter 14.
     """
 
     def __init__(self, config: TransformerConfig):
@@ -123,8 +126,14 @@ class DecoderOnlyModel(nn.Module):
         if config.tie_output:
             self.generator.proj.weight = self.decoder.embedding.token_embedding.weight
 
-    def forward(self, tgt: torch.Tensor, tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.generator(self.decoder(tgt, tgt_mask=tgt_mask))
+    def forward(
+        self, tgt: torch.Tensor, tgt_mask: torch.Tensor | None = None, cache: DecoderCache | None = None
+    ) -> torch.Tensor:
+        return self.generator(self.decoder(tgt, tgt_mask=tgt_mask, cache=cache))
+
+    def new_cache(self) -> DecoderCache:
+        """An empty cache of the decoder's keys and values, for generating one token at a time."""
+        return self.decoder.new_cache()
 
     def get_attention_maps(self, tgt: torch.Tensor, tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``(layers, batch, heads, tgt_len, tgt_len)`` masked self-attention weights of ``tgt``."""

@@ -57,10 +57,14 @@ def sinusoidal_encoding(num_positions: int, d_model: int) -> np.ndarray:
     return pe
 
 
-def _check_embedded(x: torch.Tensor, d_model: int, max_len: int) -> None:
+def _check_embedded(x: torch.Tensor, d_model: int, max_len: int, start: int) -> int:
+    """Check ``x`` ``(batch, seq, d_model)`` at positions ``start .. start + seq - 1``; return ``start``."""
     _checks.hidden(x, "x", d_model)
-    if x.shape[1] > max_len:
-        raise ValueError(f"x has {x.shape[1]} positions, more than max_len={max_len}")
+    start = _checks.non_negative_int(start, "start")
+    if start + x.shape[1] > max_len:
+        where = f"{x.shape[1]} positions" + (f" from start={start}" if start else "")
+        raise ValueError(f"x has {where}, more than max_len={max_len}")
+    return start
 
 
 class PositionalEncoding(nn.Module):
@@ -71,7 +75,9 @@ class PositionalEncoding(nn.Module):
         max_len: the longest sequence it can encode.
         dropout: dropout applied to the sum, as in the paper.
 
-    ``forward(x)`` takes and returns ``(batch, seq, d_model)``. Taught in chapter 07.
+    ``forward(x, start=0)`` takes and returns ``(batch, seq, d_model)``; ``x`` holds positions
+    ``start .. start + seq - 1`` (``start > 0`` when generating with a cache).
+    Taught in chapter 07.
     """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
@@ -82,9 +88,9 @@ class PositionalEncoding(nn.Module):
         pe = torch.from_numpy(sinusoidal_encoding(max_len, d_model)).float()
         self.register_buffer("pe", pe, persistent=False)  # (max_len, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_embedded(x, self.d_model, self.max_len)
-        return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        start = _check_embedded(x, self.d_model, self.max_len, start)
+        return self.dropout(x + self.pe[start : start + x.shape[1]].to(x.dtype))
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -94,7 +100,8 @@ class LearnedPositionalEmbedding(nn.Module):
         max_len: number of positions with a vector of their own.
         d_model: embedding width.
 
-    ``forward(x)`` takes and returns ``(batch, seq, d_model)``. Taught in chapter 07.
+    ``forward(x, start=0)`` takes and returns ``(batch, seq, d_model)``, as
+    :class:`PositionalEncoding`. Taught in chapter 07.
     """
 
     def __init__(self, max_len: int, d_model: int):
@@ -103,9 +110,9 @@ class LearnedPositionalEmbedding(nn.Module):
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.embedding = nn.Embedding(max_len, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_embedded(x, self.d_model, self.max_len)
-        return x + self.embedding.weight[: x.shape[1]].to(x.dtype)
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        start = _check_embedded(x, self.d_model, self.max_len, start)
+        return x + self.embedding.weight[start : start + x.shape[1]].to(x.dtype)
 
 
 def rotation_matrix(phi: float, omega: float) -> np.ndarray:

@@ -18,6 +18,8 @@ Read top to bottom:
 * :func:`top_k_filter`: keep the ``k`` highest scores (and any tied with the k-th).
 * :func:`top_p_filter`: keep the smallest set of most probable tokens whose probability
   mass reaches ``p`` (Holtzman et al., 2020), always at least one token.
+* :func:`check_sampling_options`: the options checked once, so that a generation loop
+  refuses a wrong one before its first step.
 * :func:`sampling_distribution`: temperature, then top-k, then top-p, then softmax: the
   probabilities a sample is drawn from, ``(batch, vocab)``.
 * :func:`sample_next`: one token id per row, ``(batch,)``, drawn with an optional
@@ -31,7 +33,7 @@ what it accepts: log-probabilities or logits in, probabilities out; ``temperatur
 means greedy (``transformers`` refuses it and asks for ``do_sample=False``);
 ``top_k=None`` rather than 0 switches top-k off; ``top_p=1`` skips the filter, as
 ``generate`` does (the warper would only drop tokens whose probability is already 0).
-Taught in chapter 13.
+Taught in chapter 14.
 """
 
 from __future__ import annotations
@@ -165,6 +167,19 @@ def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return _top_p(scores, float(top_p))
 
 
+def check_sampling_options(
+    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, greedy: bool = False
+) -> tuple[float, int | None, float | None, bool]:
+    """``(temperature, top_k, top_p, greedy)`` checked as :func:`sampling_distribution` takes them.
+
+    Raises ``TypeError`` or ``ValueError`` naming the option. A generation loop calls it
+    before its first step, so a wrong option fails before the model runs.
+    """
+    if not isinstance(greedy, bool):
+        raise TypeError(f"greedy must be True or False, got {type(greedy).__name__} {greedy!r}")
+    return _check_temperature(temperature), _check_top_k(top_k), _check_top_p(top_p), greedy
+
+
 def sampling_distribution(
     log_probs: torch.Tensor,
     temperature: float = 1.0,
@@ -191,10 +206,7 @@ def sampling_distribution(
         ``(batch, vocab)`` probabilities; each row sums to 1, zero outside the kept tokens.
     """
     scores = _working_precision(_check_scores(log_probs))
-    temperature = _check_temperature(temperature)
-    top_k, top_p = _check_top_k(top_k), _check_top_p(top_p)
-    if not isinstance(greedy, bool):
-        raise TypeError(f"greedy must be True or False, got {type(greedy).__name__} {greedy!r}")
+    temperature, top_k, top_p, greedy = check_sampling_options(temperature, top_k, top_p, greedy)
     if greedy or temperature == 0:
         best = scores.argmax(dim=-1, keepdim=True)  # (batch, 1)
         return torch.zeros_like(scores).scatter(1, best, 1.0)

@@ -18,6 +18,12 @@ Masks are boolean, ``True`` where attention is allowed. The decoder reads
 ``tgt_mask=None`` as the causal mask: a decoder never sees the future unless it is given
 a mask that lets it (``nn.TransformerDecoder`` reads ``None`` as no mask at all).
 
+Generation with a cache. Decoding one token at a time, the decoder would recompute every
+earlier token at every step; :meth:`Decoder.new_cache` gives a :class:`DecoderCache` (the
+keys and values of every attention, layer by layer) and ``Decoder.forward(new_tokens, ...,
+cache=cache)`` runs only the new tokens, at the positions after the cached ones. The
+outputs equal those of the whole sequence without a cache (to float rounding).
+
 Attention maps. A forward pass keeps no attention weights (the layers use the fused
 kernel). ``get_attention_maps(...)`` is the method made for drawing them: it runs one
 forward pass in evaluation mode without gradients, with weights requested from every
@@ -30,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,7 +45,7 @@ from torch import nn
 from . import _checks
 from .embeddings import Embeddings
 from .layers import DecoderLayer, EncoderLayer
-from .torch_attention import MultiHeadAttention, causal_mask
+from .torch_attention import KVCache, MultiHeadAttention, causal_mask
 
 if TYPE_CHECKING:  # only for the type hints: the configuration is defined later
     from .config import TransformerConfig
@@ -198,7 +205,7 @@ class Encoder(nn.Module):
         """The vectors after the embedding and after every layer: ``num_layers + 1`` tensors.
 
         Each is ``(batch, src_len, d_model)``; the last equals :meth:`forward`'s output
-        (with the final LayerNorm applied, when the stack has one). Used in chapter 14 to
+        (with the final LayerNorm applied, when the stack has one). Used in chapter 18 to
         follow one word's vector up the stack.
         """
         states = [self.embed(src, token_types)]  # (batch, src_len, d_model)
@@ -226,6 +233,32 @@ class Encoder(nn.Module):
         return torch.stack(maps)  # (layers, batch, heads, src_len, src_len)
 
 
+@dataclass
+class DecoderCache:
+    """What a :class:`Decoder` keeps between generation steps: one ``KVCache`` per attention.
+
+    ``self_attn[i]`` is layer i's self-attention cache (it grows by the new tokens' keys
+    and values at every step); ``cross_attn[i]`` is layer i's cross-attention cache (the
+    keys and values of the encoder's ``memory``, computed at the first step and reused),
+    or ``None`` for a decoder-only stack. See
+    :class:`~transformer_lib.torch_attention.KVCache`. Build one with
+    :meth:`Decoder.new_cache`, one per batch of sequences being generated.
+    """
+
+    self_attn: list[KVCache]
+    cross_attn: list[KVCache] | None
+
+    @property
+    def length(self) -> int:
+        """How many target positions the cache holds: the next token is at this position."""
+        return self.self_attn[0].length
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep the batch rows ``index`` ``(new_batch,)``, in that order, in every cache (beam search)."""
+        for cache in self.self_attn + (self.cross_attn or []):
+            cache.reorder(index)
+
+
 class Decoder(nn.Module):
     """The decoder: an embedding, then ``N`` decoder layers, then an optional norm.
 
@@ -233,7 +266,7 @@ class Decoder(nn.Module):
         embedding: target ids ``(batch, tgt_len)`` to vectors, or ``None`` for a stack that
             takes vectors, like ``nn.TransformerDecoder``.
         layers: the :class:`~transformer_lib.layers.DecoderLayer` s, in order; all with
-            cross-attention (encoder-decoder) or all without (decoder-only, GPT-2, chapter 13).
+            cross-attention (encoder-decoder) or all without (decoder-only, GPT-2, chapter 14).
         norm: the final LayerNorm, or ``None``.
 
     Submodules: ``embedding``, ``layers``, ``norm``; ``cross_attention`` says whether the
@@ -266,17 +299,31 @@ class Decoder(nn.Module):
         layers = [DecoderLayer(*options, cross_attention=cross, **switches) for _ in range(c.num_layers)]
         return cls(embedding, layers, _final_norm(c))
 
-    def embed(self, tgt: torch.Tensor) -> torch.Tensor:
-        """``(batch, tgt_len)`` ids to ``(batch, tgt_len, d_model)`` vectors (identity without embedding)."""
+    def embed(self, tgt: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """``(batch, tgt_len)`` ids to ``(batch, tgt_len, d_model)`` vectors (identity without embedding).
+
+        The tokens are positions ``start .. start + tgt_len - 1`` (``start > 0`` with a cache).
+        """
         if self.embedding is None:
             return _checks.hidden(tgt, "tgt", self.d_model, "(batch, tgt_len, d_model={}), no embedding here")
-        return self.embedding(tgt)
+        return self.embedding(tgt) if start == 0 else self.embedding(tgt, start=start)
+
+    def new_cache(self) -> DecoderCache:
+        """An empty :class:`DecoderCache` for this decoder's layers, for one batch of generation."""
+        cross = [KVCache(grows=False) for _ in self.layers] if self.cross_attention else None
+        return DecoderCache([KVCache(grows=True) for _ in self.layers], cross)
 
     @staticmethod
-    def _self_mask(tgt_len: int, tgt_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-        """``tgt_mask`` as given, or the causal mask when it is ``None``."""
-        if tgt_mask is None and tgt_len > 0:
-            return causal_mask(tgt_len, device=device)  # (tgt_len, tgt_len): never the future
+    def _self_mask(
+        tgt_len: int, tgt_mask: torch.Tensor | None, device: torch.device, past: int = 0
+    ) -> torch.Tensor | None:
+        """``tgt_mask`` as given, or the causal mask when it is ``None``.
+
+        With ``past`` cached positions the causal mask is ``(tgt_len, past + tgt_len)``; one
+        new token may see every key, so it needs none (and the fused kernel runs unmasked).
+        """
+        if tgt_mask is None and tgt_len > 0 and not (past and tgt_len == 1):
+            return causal_mask(tgt_len, device=device, past=past)  # (tgt_len, past + tgt_len): never the future
         return tgt_mask
 
     def forward(
@@ -285,6 +332,7 @@ class Decoder(nn.Module):
         memory: torch.Tensor | None = None,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
+        cache: DecoderCache | None = None,
     ) -> torch.Tensor:
         """Decode the target so far, attending to the encoder output.
 
@@ -298,16 +346,31 @@ class Decoder(nn.Module):
                 ``(batch, heads, tgt_len, tgt_len)``; ``None`` means the causal mask
                 ``causal_mask(tgt_len)``. A given mask is used as it is (usually causal and
                 padding together).
+            cache: for generation, a :class:`DecoderCache` from :meth:`new_cache`, updated
+                in place: ``tgt`` holds only the tokens not yet given (the prompt at the
+                first call, then the one new token of each step), at positions
+                ``cache.length`` onwards; ``tgt_mask`` then covers
+                ``(tgt_len, cache.length + tgt_len)`` and ``None`` is the causal mask.
 
         Returns:
-            ``(batch, tgt_len, d_model)``.
+            ``(batch, tgt_len, d_model)``: the given tokens' vectors.
         """
-        # 1) embed the target tokens and add their positions
-        x = self.embed(tgt)  # (batch, tgt_len, d_model)
-        tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device)
+        past = 0
+        if cache is not None:
+            if not isinstance(cache, DecoderCache) or len(cache.self_attn) != len(self.layers):
+                raise TypeError(f"cache must be this decoder's DecoderCache (from new_cache()), got "
+                                f"{type(cache).__name__}")
+            past = cache.length
+        # 1) embed the target tokens and add their positions (after the cached ones)
+        x = self.embed(tgt, past)  # (batch, tgt_len, d_model)
+        tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device, past)
         # 2) N decoder layers: masked self-attention, cross-attention, feed-forward
-        for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask)
+        for i, layer in enumerate(self.layers):
+            if cache is None:
+                x = layer(x, memory, src_mask, tgt_mask)
+            else:
+                cross = None if cache.cross_attn is None else cache.cross_attn[i]
+                x = layer(x, memory, src_mask, tgt_mask, self_cache=cache.self_attn[i], cross_cache=cross)
         # 3) the final LayerNorm of a pre-norm stack
         return x if self.norm is None else self.norm(x)
 

@@ -1,6 +1,9 @@
 """Attention in PyTorch: masks, scaled dot-product attention and multi-head attention.
 
-Chapters 04-06 teach these pieces; chapters 09 onwards build layers from them.
+Chapters 04-06 teach these pieces; chapters 09 onwards build layers from them. Read top to
+bottom: the masks, the attention function (explicit, then PyTorch's fused kernel), the
+:class:`KVCache` that keeps keys and values between generation steps, and
+:class:`MultiHeadAttention`, which uses all of them.
 
 Mask convention (the same as ``torch.nn.functional.scaled_dot_product_attention``): a
 mask is a boolean tensor, ``True`` where a query may attend to a key, broadcastable to
@@ -11,6 +14,7 @@ convention (``True`` = blocked); :mod:`transformer_lib.interop` converts.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -20,14 +24,19 @@ from . import _checks
 from .positional import apply_rotary
 
 
-def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Look-ahead mask: ``(n, n)`` boolean, ``True`` on and below the diagonal.
+def causal_mask(n: int, device: torch.device | str | None = None, *, past: int = 0) -> torch.Tensor:
+    """Look-ahead mask: ``(n, past + n)`` boolean, ``True`` on and below the diagonal.
 
     Query position i may attend to key positions 0..i only, so a decoder cannot peek at
     the tokens it is about to predict. Taught in chapter 05.
+
+    ``past`` is for generation with a :class:`KVCache`: the ``n`` queries are positions
+    ``past .. past + n - 1`` and the keys are positions ``0 .. past + n - 1`` (the cached
+    ones first), so query i sees keys ``0 .. past + i``. ``past=0`` is the square mask.
     """
     n = _checks.positive_int(n, "n")
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    past = _checks.non_negative_int(past, "past")
+    return torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -130,6 +139,60 @@ def _fused_attention(
     return out * has_key
 
 
+@dataclass
+class KVCache:
+    """The keys and values one attention keeps between generation steps (used by :mod:`~transformer_lib.decoding`).
+
+    A decoder generates one token at a time, and each step attends over every token so
+    far. Without a cache, step t projects the keys and values of all t tokens again,
+    although a causal decoder's earlier tokens never change: their keys and values are
+    the same at every step. With a cache, the attention projects only the new token's
+    query, key and value, appends the key and value here and attends over all it holds.
+    Step t then costs about as much as one token instead of t tokens.
+
+    Two kinds, one per attention of a decoder layer:
+
+    * ``grows=True``, self-attention: each call appends the new tokens' keys and values,
+      so ``length`` is the number of tokens seen, and the new tokens are positions
+      ``length .. length + new - 1`` (rotary positions turn them by those positions).
+    * ``grows=False``, cross-attention: the keys and values of the encoder's ``memory``,
+      which does not change while a sequence is decoded. The first call computes them,
+      every later call reuses them and projects only the queries.
+
+    Attributes:
+        k, v: ``(batch, heads, length, d_k)`` keys (already rotated, with rotary
+            positions) and values, or ``None`` before the first call.
+        grows: which of the two kinds this cache is.
+    """
+
+    grows: bool = True
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """How many key positions the cache holds (0 before the first call)."""
+        return 0 if self.k is None else self.k.shape[2]
+
+    def update(self, k: torch.Tensor | None, v: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Take this call's keys and values ``(batch, heads, new, d_k)``; return all to attend over.
+
+        A growing cache appends them along the positions; a fixed one keeps the first
+        call's (later calls pass ``None``).
+        """
+        if self.k is None:
+            self.k, self.v = k, v
+        elif self.grows:
+            self.k = torch.cat([self.k, k], dim=2)  # (batch, heads, length + new, d_k)
+            self.v = torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep the rows ``index`` ``(new_batch,)`` of the batch, in that order (beam search)."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: ``Concat(head_1, ..., head_h) W_o``.
 
@@ -189,7 +252,7 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.attention_weights: torch.Tensor | None = None
 
-    def _check_inputs(self, query, key, value, mask) -> None:
+    def _check_inputs(self, query, key, value, mask, cache) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
             _checks.hidden(x, name, self.d_model)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
@@ -198,9 +261,22 @@ class MultiHeadAttention(nn.Module):
                 f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
             )
         _checks.same_size(key.shape[1], value.shape[1], "the sequence lengths of key and value")
+        k_len = key.shape[1]
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+            if cache.k is not None and cache.k.shape[0] != query.shape[0]:
+                raise ValueError(f"cache must hold the query's batch of {query.shape[0]} rows, "
+                                 f"got {cache.k.shape[0]} (reorder it after changing the batch)")
+            k_len = cache.length + k_len if cache.grows else cache.length or k_len
         if mask is not None:
-            target = (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
+            target = (query.shape[0], self.num_heads, query.shape[1], k_len)
             _checks.bool_mask(mask, "mask", target, "(batch, heads, q_len, k_len)", tensor=True)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, seq, d_model)`` to ``(batch, heads, seq, d_k)``: d_model split into h heads of d_k."""
+        b, n, _ = x.shape
+        return x.view(b, n, self.num_heads, self.d_k).transpose(1, 2)  # (batch, heads, seq, d_k)
 
     def _project(self, query, key, value):
         """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""
@@ -219,6 +295,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -227,27 +304,35 @@ class MultiHeadAttention(nn.Module):
             key: ``(batch, k_len, d_model)``.
             value: ``(batch, k_len, d_model)``.
             mask: optional boolean, ``True`` where attention is allowed, broadcastable to
-                ``(batch, heads, q_len, k_len)``.
+                ``(batch, heads, q_len, k_len)`` (with a growing cache, ``k_len`` counts the
+                cached keys too: ``cache.length + k_len``).
             need_weights: True (default) runs the explicit matmul-softmax path and keeps
                 the weights in ``attention_weights``; False may use PyTorch's fused
                 kernel, which gives the same output but no weights.
+            cache: a :class:`KVCache` for generation, updated in place. Growing
+                (self-attention): ``query``, ``key`` and ``value`` are the new tokens, which
+                attend to the cached ones and to each other. Fixed (cross-attention):
+                ``key`` and ``value`` are projected at the first call only.
 
         Returns:
             ``(batch, q_len, d_model)``.
         """
-        self._check_inputs(query, key, value, mask)
+        self._check_inputs(query, key, value, mask, cache)
         b, q_len, _ = query.shape
-        k_len = key.shape[1]
-        h, d_k = self.num_heads, self.d_k
         dropout_p = self.dropout if self.training else 0.0
+        past = cache.length if cache is not None and cache.grows else 0  # positions already cached
 
-        # 1) project, then split d_model into h heads of d_k
-        q, k, v = self._project(query, key, value)
-        q = q.view(b, q_len, h, d_k).transpose(1, 2)  # (batch, heads, q_len, d_k)
-        k = k.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
-        v = v.view(b, k_len, h, d_k).transpose(1, 2)  # (batch, heads, k_len, d_k)
+        # 1) project, then split d_model into h heads of d_k (a filled fixed cache has k and v)
+        if cache is not None and not cache.grows and cache.k is not None:
+            q, k, v = self._heads(self.W_q(query)), None, None
+        else:
+            q, k, v = (self._heads(x) for x in self._project(query, key, value))  # (batch, heads, len, d_k)
         if self.rotary:  # turn each query and key by its position: scores then see only offsets
-            q, k = apply_rotary(q), apply_rotary(k)  # shapes unchanged
+            q = apply_rotary(q, torch.arange(past, past + q_len, device=q.device))  # shape unchanged
+            if k is not None:
+                k = apply_rotary(k, torch.arange(past, past + k.shape[2], device=k.device))
+        if cache is not None:
+            k, v = cache.update(k, v)  # (batch, heads, every position so far, d_k)
 
         # 2) attend, every head at once
         scale = None if self.attention_scale else 1.0  # None: 1 / sqrt(d_k)

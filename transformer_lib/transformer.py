@@ -21,7 +21,7 @@ from torch import nn
 
 from . import _checks
 from .config import TransformerConfig, check_architecture
-from .stacks import Decoder, Encoder, evaluating
+from .stacks import Decoder, DecoderCache, Encoder, evaluating
 
 
 class Generator(nn.Module):
@@ -110,15 +110,23 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
+        cache: DecoderCache | None = None,
     ) -> torch.Tensor:
         """Next-token log-probabilities ``(batch, tgt_len, tgt_vocab)`` for every target prefix.
 
         ``tgt`` is ``(batch, tgt_len)`` ids starting with ``<bos>``; position t predicts
         token t + 1; ``tgt_mask=None`` is the causal mask. Without a generator
         (``tgt_vocab_size=None``) it returns the decoder's vectors ``(batch, tgt_len, d_model)``.
+        With a ``cache`` (from :meth:`new_cache`), ``tgt`` is only the tokens the cache has
+        not seen, as in :meth:`Decoder.forward <transformer_lib.stacks.Decoder.forward>`;
+        the decoding functions use it so that each step runs one token.
         """
-        x = self.decoder(tgt, memory, src_mask, tgt_mask)
+        x = self.decoder(tgt, memory, src_mask, tgt_mask, cache)
         return x if self.generator is None else self.generator(x)
+
+    def new_cache(self) -> DecoderCache:
+        """An empty cache of the decoder's keys and values, for :meth:`decode` one token at a time."""
+        return self.decoder.new_cache()
 
     def forward(
         self,
