@@ -1,0 +1,497 @@
+"""Ablations: train the small Shakespeare GPT with one part removed or changed at a time.
+
+The baseline is chapter 16's character-level GPT (``scripts/train_shakespeare.py``: 4
+layers, 4 heads, width 128, context 64, batches of 12, pre-norm, learned positions, tied
+output layer, AdamW at 1e-3 with 100 warm-up steps and a cosine decay to 1e-4), trained
+for a shorter budget, ``STEPS`` steps, so that every variant fits three seeds. Each variant
+differs from its baseline in one setting (``VARIANTS``). Three groups:
+
+* ``main``: the baseline and one change each (attention scaling, heads, positions,
+  residual connections, layer norm, post-norm, warm-up, label smoothing, weight tying);
+* ``deep``: post-norm against pre-norm, with and without warm-up, at a depth where it
+  matters (``DEEP``: 12 layers of width 64), each with its own pre-norm baseline;
+* ``reverse``: label smoothing on and off for the reverse task of chapter 11, where the
+  model's accuracy and its loss can pull in different directions.
+
+Every run of a language model is measured the same way: its curve every ``eval_every``
+steps on the same 20 batches of 12 validation windows (``language_model_loss``'s fixed
+windows), then the final validation loss and next-character accuracy on 200 fixed
+batches. A seed sets the initial weights and the order of the training windows.
+
+Runs go ``--jobs`` at a time in separate processes of one thread each. Each finished run
+is written at once to ``results/ablations/results.json``, and a run already there with the
+same settings is skipped, so a stopped invocation continues where it stopped. A variant
+whose switch the library does not have yet is listed as pending and skipped.
+
+``python scripts/ablations.py`` (``make ablations``) runs what is missing and prints the
+table; ``--table`` prints it from the results alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import transformer_lib as tl
+from transformer_lib.data import PAD_ID, TextDataset
+from transformer_lib.training import EVAL_SEED, language_model_loss
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import train_shakespeare as shakespeare  # noqa: E402  (the corpus, its split and the baseline's settings)
+
+RESULTS = ROOT / "results" / "ablations" / "results.json"
+SEEDS = (0, 1, 2)
+STEPS = 600
+
+#: chapter 16's settings (nanoGPT's CPU run) with a shorter budget and a denser curve
+LM = dict(shakespeare.SETTINGS, steps=STEPS, eval_every=50)
+#: the model of chapter 16: the "gpt-tiny" preset at nanoGPT's sizes
+LM_MODEL = dict(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
+#: the deep group: narrower, so that 12 layers cost about what the baseline's 4 do
+DEEP_MODEL = dict(LM_MODEL, d_model=64, d_ff=256, num_layers=12)
+#: chapter 11's reverse task and model, trained for a fixed budget (no early stop)
+REVERSE = dict(num_train=20000, num_test=1000, seq_len=8, steps=300, batch_size=128, warmup_steps=100,
+               lr_factor=0.5, eval_every=25, data_seed=0)  # fmt: skip
+REVERSE_MODEL = dict(num_heads=4, share_embeddings=True)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One experiment: its group's model and training with ``config`` and ``train`` changed.
+
+    ``baseline`` names the variant it differs from in exactly one setting (itself for a
+    group's baseline); ``needs`` lists the config switches it uses, so a library without
+    them skips it.
+    """
+
+    name: str
+    label: str
+    group: str
+    baseline: str
+    what: str
+    config: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("baseline", "baseline", "main", "baseline",
+            "chapter 16's GPT: pre-norm, learned positions, 4 heads, tied output, warm-up 100"),
+    Variant("no_scale", "no 1/sqrt(d_k)", "main", "baseline",
+            "attention scores are raw dot products q.k", config=dict(attention_scale=False)),
+    Variant("heads_1", "1 head", "main", "baseline", "one head of width 128 instead of four of 32",
+            config=dict(num_heads=1)),
+    Variant("heads_8", "8 heads", "main", "baseline", "eight heads of width 16 instead of four of 32",
+            config=dict(num_heads=8)),
+    Variant("no_positions", "no positions", "main", "baseline", "no positional information at all",
+            config=dict(positional="none")),
+    Variant("sinusoidal", "sinusoidal positions", "main", "baseline",
+            "the paper's sinusoids added to the embeddings instead of learned positions",
+            config=dict(positional="sinusoidal")),
+    Variant("rotary", "rotary positions", "main", "baseline",
+            "queries and keys rotated by position instead of learned positions", config=dict(positional="rotary")),
+    Variant("no_residual", "no residual", "main", "baseline", "no residual connections: x = Sublayer(x)",
+            config=dict(residual=False)),
+    Variant("no_layer_norm", "no layer norm", "main", "baseline", "no LayerNorm anywhere",
+            config=dict(layer_norm=False)),
+    Variant("post_norm", "post-norm", "main", "baseline", "the paper's post-norm layers instead of pre-norm",
+            config=dict(norm_first=False)),
+    Variant("no_warmup", "no warm-up", "main", "baseline", "the peak learning rate from the first step",
+            train=dict(warmup_steps=0)),
+    Variant("post_norm_no_warmup", "post-norm, no warm-up", "main", "post_norm",
+            "post-norm, and the peak learning rate from the first step",
+            config=dict(norm_first=False), train=dict(warmup_steps=0)),
+    Variant("label_smoothing", "label smoothing 0.1", "main", "baseline",
+            "trained against targets smoothed with epsilon = 0.1", train=dict(smoothing=0.1)),
+    Variant("untied", "untied output", "main", "baseline", "the output layer has its own matrix",
+            config=dict(tie_output=False)),
+    Variant("deep_pre", "12 layers, pre-norm", "deep", "deep_pre",
+            "12 layers of width 64, pre-norm, warm-up 100"),
+    Variant("deep_pre_no_warmup", "12 layers, pre-norm, no warm-up", "deep", "deep_pre",
+            "the peak learning rate from the first step", train=dict(warmup_steps=0)),
+    Variant("deep_post", "12 layers, post-norm", "deep", "deep_pre", "post-norm layers",
+            config=dict(norm_first=False)),
+    Variant("deep_post_no_warmup", "12 layers, post-norm, no warm-up", "deep", "deep_post",
+            "post-norm, and the peak learning rate from the first step",
+            config=dict(norm_first=False), train=dict(warmup_steps=0)),
+    Variant("reverse_smoothing", "reverse, label smoothing 0.1", "reverse", "reverse_smoothing",
+            "chapter 11's model and recipe on the reverse task, label smoothing 0.1", train=dict(smoothing=0.1)),
+    Variant("reverse_no_smoothing", "reverse, no label smoothing", "reverse", "reverse_smoothing",
+            "the same without label smoothing", train=dict(smoothing=0.0)),
+)  # fmt: skip
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+def variant(name: str) -> Variant:
+    """The variant called ``name``, or an error listing the names there are."""
+    if name not in BY_NAME:
+        raise ValueError(f"variant must be one of {list(BY_NAME)}, got {name!r}")
+    return BY_NAME[name]
+
+
+def model_config(v: Variant) -> tl.TransformerConfig:
+    """The configuration of ``v``'s model: its group's model with ``v.config`` changed."""
+    if v.group == "reverse":
+        return tl.TransformerConfig.preset("tiny", src_vocab_size=13, tgt_vocab_size=13,
+                                           **{**REVERSE_MODEL, **v.config})  # fmt: skip
+    sizes = DEEP_MODEL if v.group == "deep" else LM_MODEL
+    return tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=65, **{**sizes, **v.config})
+
+
+def missing_switches(v: Variant) -> list[str]:
+    """What ``v`` needs that this version of the library lacks (empty: it can run).
+
+    A config field that does not exist is named; a value the library refuses (a kind of
+    positions it does not know) gives the library's own error.
+    """
+    fields = {f.name for f in dataclasses.fields(tl.TransformerConfig)}
+    missing = [k for k in v.config if k not in fields]
+    if not missing:
+        try:
+            model_config(v)
+        except ValueError as error:
+            missing.append(str(error))
+    return missing
+
+
+def settings(v: Variant, steps: int | None = None) -> dict[str, Any]:
+    """Everything that defines a run of ``v`` except its seed (a finished run is reused only if equal)."""
+    base = REVERSE if v.group == "reverse" else LM
+    train = {**base, "smoothing": 0.0, **v.train}
+    if steps is not None:  # a shorter (or longer) budget keeps the warm-up's share of it
+        train["warmup_steps"] = round(train["warmup_steps"] * steps / train["steps"])
+        train["steps"] = steps
+    # the fields that differ from TransformerConfig's defaults: a switch added to the library
+    # later (at its default) leaves the settings of every finished run as they were
+    defaults = dataclasses.asdict(tl.TransformerConfig(src_vocab_size=1, tgt_vocab_size=1))
+    config = {k: val for k, val in dataclasses.asdict(model_config(v)).items() if val != defaults[k]}
+    return {"model": config, "training": json.loads(json.dumps(train))}
+
+
+# --------------------------------------------------------------------------------------------------
+# measuring
+
+
+def loss_and_accuracy(
+    model: torch.nn.Module, data: TextDataset, num_batches: int = 200, batch_size: int = 12, seed: int = EVAL_SEED
+) -> tuple[float, float]:
+    """A language model's mean next-token loss (nats) and top-1 accuracy on fixed random windows.
+
+    The windows are ``language_model_loss``'s (``data.loader(batch_size, num_batches, seed)``)
+    and the loss is the same number; the accuracy is the share of positions whose most
+    probable next token is the right one.
+    """
+    was_training = model.training
+    model.eval()
+    total, right, count = 0.0, 0, 0
+    with torch.no_grad():
+        for batch in data.loader(batch_size, num_batches, seed):
+            log_probs = model(batch.tgt_in)  # (batch, T, V)
+            total += F.nll_loss(log_probs.flatten(0, 1), batch.tgt_out.flatten(), reduction="sum").item()
+            right += int((log_probs.argmax(-1) == batch.tgt_out).sum())
+            count += batch.tgt_out.numel()
+    model.train(was_training)
+    return total / count, right / count
+
+
+def seq2seq_loss_and_accuracy(model: torch.nn.Module, data) -> tuple[float, float]:
+    """A sequence-to-sequence model's held-out loss (nats per target token, no smoothing) and token accuracy.
+
+    Teacher forcing, as in training: every target position is predicted from the true
+    shifted target; padding does not count.
+    """
+    model.eval()
+    total, right, count = 0.0, 0, 0
+    with torch.no_grad():
+        for batch in data.batches(500, shuffle=False):
+            log_probs = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, tgt_len, V)
+            real = batch.tgt_out != PAD_ID  # (batch, tgt_len)
+            total += F.nll_loss(log_probs.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID,
+                                reduction="sum").item()  # fmt: skip
+            right += int(((log_probs.argmax(-1) == batch.tgt_out) & real).sum())
+            count += int(real.sum())
+    return total / count, right / count
+
+
+def finite(x: float) -> float | None:
+    """``x`` rounded for the results file, or ``None`` if it is not a finite number."""
+    return round(x, 4) if math.isfinite(x) else None
+
+
+# --------------------------------------------------------------------------------------------------
+# one run
+
+_DATA: dict[str, Any] = {}
+
+
+def shakespeare_splits() -> tuple[TextDataset, TextDataset]:
+    """The character-level split of chapter 16, read once per process."""
+    if "lm" not in _DATA:
+        text = shakespeare.read_text()
+        _DATA["lm"] = shakespeare.split(text, shakespeare.make_tokenizer(text))
+    return _DATA["lm"]
+
+
+def reverse_splits():
+    """Chapter 11's reverse task: 20,000 training sequences of 8 digits and 1,000 held-out ones."""
+    if "reverse" not in _DATA:
+        n = REVERSE["seq_len"]
+        _DATA["reverse"] = tl.make_splits("reverse", REVERSE["num_train"], REVERSE["num_test"],
+                                          seed=REVERSE["data_seed"], min_len=n, max_len=n)  # fmt: skip
+    return _DATA["reverse"]
+
+
+def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
+    """Train variant ``name`` from ``seed`` and measure it; returns the run's record for the results file.
+
+    Args:
+        name: a variant's name (``VARIANTS``).
+        seed: sets the initial weights (``torch.manual_seed`` before building) and the order
+            of the training batches (``tl.train``'s ``seed``).
+        steps: the budget (default: the group's, ``STEPS`` or ``REVERSE["steps"]``); the
+            warm-up keeps its share of it (100 of 600 steps: 17 of 100).
+    """
+    v = variant(name)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    missing = missing_switches(v)
+    if missing:
+        raise ValueError(f"variant {name!r} needs config switches this library lacks: {missing}")
+    s = settings(v, steps)
+    t = s["training"]
+    start = time.perf_counter()
+    torch.manual_seed(seed)
+    model = tl.build_model(model_config(v))
+    if v.group == "reverse":
+        train_set, test_set = reverse_splits()
+        history = tl.train(model, train_set, steps=t["steps"], batch_size=t["batch_size"],
+                           warmup_steps=t["warmup_steps"], lr_factor=t["lr_factor"], smoothing=t["smoothing"],
+                           eval_data=test_set, eval_every=t["eval_every"], seed=seed, progress=False)  # fmt: skip
+        loss, token_accuracy = seq2seq_loss_and_accuracy(model, test_set)
+        curve = [{"step": st, "exact match": round(acc, 4), "seconds": round(sec, 2)}
+                 for st, acc, sec in zip(history.eval_steps, history.eval_accuracy, history.eval_seconds)]  # fmt: skip
+        final = {"exact match": round(history.eval_accuracy[-1], 4), "val loss": finite(loss),
+                 "token accuracy": round(token_accuracy, 4)}  # fmt: skip
+    else:
+        train_set, val_set = shakespeare_splits()
+        history = tl.train(model, train_set, steps=t["steps"], batch_size=t["batch_size"],
+                           warmup_steps=t["warmup_steps"], lr=t["lr"], min_lr=t["min_lr"],
+                           weight_decay=t["weight_decay"], betas=tuple(t["betas"]), clip_norm=t["clip_norm"],
+                           smoothing=t["smoothing"], eval_data=val_set, eval_every=t["eval_every"],
+                           eval_batches=t["eval_batches"], seed=seed, progress=False)  # fmt: skip
+        loss, accuracy = loss_and_accuracy(model, val_set, t["final_eval_batches"], t["batch_size"])
+        curve = [{"step": st, "val loss": finite(va), "train loss": finite(tr), "seconds": round(sec, 2)}
+                 for st, va, tr, sec in zip(history.eval_steps, history.eval_loss, history.eval_train_loss,
+                                            history.eval_seconds)]  # fmt: skip
+        final = {"val loss": finite(loss), "val accuracy": round(accuracy, 4),
+                 "train loss": finite(language_model_loss(model, train_set, 20, t["batch_size"]))}  # fmt: skip
+    return {
+        "variant": name, "seed": seed, "settings": s, "parameters": tl.count_parameters(model),
+        "curve": curve, "final": final,
+        "diverged": not all(math.isfinite(x) for x in history.losses),
+        "seconds": {"training steps": round(history.train_seconds, 1),
+                    "training steps, processor time": round(history.train_cpu_seconds, 1),
+                    "whole run": round(time.perf_counter() - start, 1)},
+    }  # fmt: skip
+
+
+def _run_in_worker(name: str, seed: int, steps: int | None) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    return run(name, seed, steps)
+
+
+# --------------------------------------------------------------------------------------------------
+# the results file
+
+
+def run_key(name: str, seed: int) -> str:
+    return f"{name}/seed{seed}"
+
+
+def load(path: Path = RESULTS) -> dict[str, Any]:
+    """The results file, or an empty one."""
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"runs": {}, "invocations": []}
+
+
+def save(results: dict[str, Any], path: Path = RESULTS) -> None:
+    """Write atomically (a stopped run never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def library_state() -> dict[str, Any]:
+    """The library's version and the repository commit the runs used (and whether the library was edited)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    return {"transformer_lib": importlib.metadata.version("transformer-lib"), "torch": torch.__version__,
+            "python": platform.python_version(), "commit": git("rev-parse", "HEAD").strip(),
+            "library edited since the commit": bool(git("status", "--porcelain", "--", "transformer_lib"))}  # fmt: skip
+
+
+def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None) -> list[tuple[str, int]]:
+    """The runs not yet in ``results`` with the settings they would have now."""
+    out = []
+    for seed in seeds:  # every variant's first seed first, so that a stopped invocation has them all
+        for name in names:
+            v = variant(name)
+            if missing_switches(v):
+                continue
+            done = results["runs"].get(run_key(name, seed))
+            if done is None or done["settings"] != settings(v, steps):
+                out.append((name, seed))
+    return out
+
+
+def describe(results: dict[str, Any]) -> None:
+    """Fill in what the runs were (variants, groups' settings, pending switches) in ``results``."""
+    results["what"] = ("ablations of chapter 16's character-level GPT on tiny Shakespeare (and label smoothing "
+                       "on chapter 11's reverse task): one change at a time, the same steps, three seeds")
+    results["variants"] = {v.name: {"label": v.label, "group": v.group, "baseline": v.baseline, "what": v.what,
+                                    "config": v.config, "train": v.train} for v in VARIANTS}  # fmt: skip
+    results["groups"] = {
+        "main": {"model": LM_MODEL, "training": {**LM, "betas": list(LM["betas"])}},
+        "deep": {"model": DEEP_MODEL, "training": {**LM, "betas": list(LM["betas"])}},
+        "reverse": {"model": dict(preset="tiny", **REVERSE_MODEL), "training": REVERSE},
+    }
+    results["measured as"] = {
+        "curve": f"mean next-character loss on {LM['eval_batches']} batches of {LM['batch_size']} validation "
+        f"windows of {LM['block_size']}, the same windows for every point and run (seed {EVAL_SEED})",
+        "final": f"loss and top-1 accuracy on {LM['final_eval_batches']} fixed batches of {LM['batch_size']} "
+        "validation windows; reverse task: exact match (greedy) and teacher-forced loss on 1,000 held-out sequences",
+    }
+    results["pending"] = {v.name: missing_switches(v) for v in VARIANTS if missing_switches(v)}
+    results["seeds"] = list(SEEDS)
+
+
+# --------------------------------------------------------------------------------------------------
+# the table
+
+
+def summary(results: dict[str, Any], seeds: tuple[int, ...] = SEEDS) -> list[dict[str, Any]]:
+    """One row per variant: the mean and standard deviation over the seeds of its final numbers.
+
+    The standard deviation is the sample one (``statistics.stdev``, n - 1); a variant with
+    a missing seed has ``seeds`` < 3 and no spread if only one ran. ``vs baseline`` is the
+    mean of the per-seed differences from the variant's baseline (same seed: same initial
+    draw where the shapes agree, same batches), the paired comparison.
+    """
+    rows = []
+    for v in VARIANTS:
+        runs = [results["runs"].get(run_key(v.name, s)) for s in seeds]
+        runs = [r for r in runs if r is not None]
+        metric = "exact match" if v.group == "reverse" else "val loss"
+        values = [r["final"][metric] for r in runs]
+        finite_values = [x for x in values if x is not None]
+        row = {"variant": v.name, "label": v.label, "group": v.group, "baseline": v.baseline, "metric": metric,
+               "seeds": len(runs), "diverged": sum(r["diverged"] or x is None for r, x in zip(runs, values)),
+               "parameters": runs[0]["parameters"] if runs else None,
+               "mean": statistics.fmean(finite_values) if finite_values else None,
+               "std": statistics.stdev(finite_values) if len(finite_values) > 1 else None}  # fmt: skip
+        other = "val loss" if v.group == "reverse" else "val accuracy"
+        extra = [r["final"][other] for r in runs if r["final"][other] is not None]
+        row[f"mean {other}"] = statistics.fmean(extra) if extra else None
+        base = {r["seed"]: r["final"][metric] for s in seeds
+                if (r := results["runs"].get(run_key(v.baseline, s))) is not None}  # fmt: skip
+        diffs = [r["final"][metric] - base[r["seed"]] for r in runs
+                 if r["final"][metric] is not None and base.get(r["seed"]) is not None]  # fmt: skip
+        row["vs baseline"] = statistics.fmean(diffs) if diffs and v.name != v.baseline else None
+        rows.append(row)
+    return rows
+
+
+def table(results: dict[str, Any]) -> str:
+    """The summary as plain text."""
+    def num(x: float | None, fmt: str = ".3f") -> str:
+        return "-" if x is None else format(x, fmt)
+
+    lines = [f"{'variant':<34} {'seeds':>5} {'mean':>7} {'std':>6} {'vs base':>8} {'other':>7} {'params':>9}"]
+    for row in summary(results):
+        other = row.get("mean val accuracy", row.get("mean val loss"))
+        vs = num(row["vs baseline"], "+.3f")
+        lines.append(f"{row['label']:<34} {row['seeds']:>5} {num(row['mean']):>7} {num(row['std']):>6} "
+                     f"{vs:>8} {num(other):>7} {num(row['parameters'], ','):>9}")  # fmt: skip
+    lines.append("mean, std: final validation loss over the seeds (reverse: exact match); vs base: paired "
+                 "difference from the variant's baseline; other: validation accuracy (reverse: loss)")
+    pending = results.get("pending") or {}
+    if pending:
+        lines.append(f"pending (the library lacks the switch): {pending}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# the command
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", nargs="+", default=[v.name for v in VARIANTS], metavar="NAME",
+                        help="which variants (default: all)")  # fmt: skip
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--steps", type=int, default=None, help="override every group's budget (for a quick try)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each (default 2)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    parser.add_argument("--table", action="store_true", help="print the table from the results file and stop")
+    args = parser.parse_args(argv)
+    for name in args.variants:
+        variant(name)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    results = load(args.out)
+    if args.table:
+        print(table(results))
+        return
+    start = time.perf_counter()
+    describe(results)
+    work = todo(results, args.variants, args.seeds, args.steps)
+    invocation = {
+        "command": "python scripts/ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "versions": library_state(), "hardware": shakespeare.hardware(1), "parallel runs": args.jobs,
+        "threads per run": 1, "runs": len(work), "wall seconds": None,
+    }  # fmt: skip
+    results["invocations"].append(invocation)
+    save(results, args.out)
+    print(f"{len(work)} runs to do, {args.jobs} at a time; pending variants: {list(results['pending'])}", flush=True)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(_run_in_worker, name, seed, args.steps): (name, seed) for name, seed in work}
+        for future in as_completed(futures):
+            record = future.result()
+            record["invocation"] = len(results["invocations"]) - 1
+            results["runs"][run_key(record["variant"], record["seed"])] = record
+            invocation["wall seconds"] = round(time.perf_counter() - start, 1)
+            save(results, args.out)
+            print(f"{record['variant']:>22} seed {record['seed']}: {record['final']} "
+                  f"({record['seconds']['whole run']:.0f} s)", flush=True)  # fmt: skip
+    invocation["wall seconds"] = round(time.perf_counter() - start, 1)
+    invocation["load average at end (1, 5, 15 min)"] = [round(x, 2) for x in os.getloadavg()]
+    results["wall seconds, all invocations"] = round(
+        sum(i["wall seconds"] or 0.0 for i in results["invocations"]), 1)
+    save(results, args.out)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
