@@ -22,7 +22,19 @@ attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward pa
 """
 
 from .config import TransformerConfig
-from .data import Batch, Seq2SeqDataset, Vocab, make_batch, make_splits, make_task, number_to_words
+from .data import (
+    Batch,
+    BucketBatchSampler,
+    Seq2SeqDataset,
+    TextBatch,
+    TextDataset,
+    Vocab,
+    make_batch,
+    make_splits,
+    make_task,
+    number_to_words,
+    split_text,
+)
 from .decoding import beam_search, generate, greedy_decode, length_penalty
 from .embeddings import Embeddings
 from .interop import from_torch, to_torch
@@ -54,8 +66,11 @@ from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scal
 from .training import (
     History,
     LabelSmoothingLoss,
+    cosine_lr,
     exact_match,
+    language_model_loss,
     load_checkpoint,
+    make_adamw,
     make_optimizer,
     save_checkpoint,
     smoothed_targets,
@@ -87,6 +102,13 @@ __all__ = [
     "smoothed_targets",
     "train",
     "warmup_lr",
+    "BucketBatchSampler",
+    "TextBatch",
+    "TextDataset",
+    "cosine_lr",
+    "language_model_loss",
+    "make_adamw",
+    "split_text",
     "AddNorm",
     "Decoder",
     "DecoderLayer",
