@@ -106,6 +106,31 @@ def test_unscaled_attention_is_scaled_attention_with_queries_times_sqrt_dk():
     assert not torch.allclose(ours, encoder_decoder_output(seeded(config()), True), atol=1e-3)
 
 
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_unscaled_attention_equals_gpt2_without_scale_attn_weights(attn_implementation):
+    """An outside reference: transformers' GPT-2 with scale_attn_weights=False and the same weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from transformer_lib.gpt2 import gpt2_tensors
+
+    torch.manual_seed(0)
+    ours = tl.build_model(tl.TransformerConfig.preset("gpt-tiny", attention_scale=False)).eval()
+    c = ours.config
+    theirs = GPT2LMHeadModel(GPT2Config(
+        vocab_size=c.tgt_vocab_size, n_positions=c.max_len, n_embd=c.d_model, n_layer=c.num_layers,
+        n_head=c.num_heads, n_inner=c.d_ff, activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, scale_attn_weights=False, attn_implementation=attn_implementation,
+    )).eval()  # fmt: skip
+    theirs.load_state_dict(gpt2_tensors(ours))
+    ids = torch.randint(0, c.tgt_vocab_size, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = torch.log_softmax(theirs(ids).logits, dim=-1)
+        torch.testing.assert_close(ours(ids), expected, atol=1e-5, rtol=0)
+        scaled = tl.build_model(tl.TransformerConfig.preset("gpt-tiny")).eval()
+        scaled.load_state_dict(ours.state_dict())
+        assert not torch.allclose(scaled(ids), expected, atol=1e-3)
+
+
 def test_unscaled_scores_are_the_scaled_ones_times_sqrt_dk():
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 2, 5, 16, dtype=torch.float64).unbind(0)

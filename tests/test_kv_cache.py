@@ -1,6 +1,10 @@
 """Tests for the key-value cache: KVCache, DecoderCache, the cached decoder pass, and the decoding
 functions with and without it (the same tokens, the same log-probabilities to float rounding)."""
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -270,3 +274,28 @@ def test_a_given_target_mask_covers_the_cached_positions():
     torch.testing.assert_close(torch.cat([first, rest], dim=1), full, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match=r"tgt_mask of shape \(3, 3\) does not broadcast to .*cached \+ tgt_len"):
         model(tokens[:, :3], tl.causal_mask(3), cache=cache)
+
+
+# --------------------------------------------------------------------------- the benchmark's rows
+
+
+def test_the_generation_benchmark_rows():
+    """Tiny sizes and one short round: only the rows' shape and arithmetic, no real timing."""
+    folder = Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_generation", folder / "bench_generation.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        rows = bench.run(rounds=1, new_tokens=(2, 4), batches=(2,), min_run_time=1e-3, compare=False,
+                         model=dict(bench.MODEL, n_layer=1, n_positions=16))  # fmt: skip
+    finally:
+        sys.path.remove(str(folder))
+    timed, growth = rows[:2], rows[2]
+    assert [row["new_tokens"] for row in timed] == [2, 4] and growth["new_tokens"] == "2-4"
+    for row in timed:
+        assert row["speed_up"] == pytest.approx(row["no_cache_ms"] / row["cache_ms"], rel=0.05)
+    assert timed[0]["goal"] == "" and timed[1]["goal"] == bench.GOAL and isinstance(timed[1]["met"], bool)
+    assert timed[1]["cache_x_per_doubling"] == pytest.approx(timed[1]["cache_ms"] / timed[0]["cache_ms"], rel=0.05)
+    assert bench.exponent([1, 2, 4], [3.0, 12.0, 48.0]) == pytest.approx(2.0)
+    assert bench.exponent([1, 2, 4], [3.0, 6.0, 12.0]) == pytest.approx(1.0)
