@@ -1,5 +1,6 @@
 """Chapter 15's token widget: every frame distinct, each what render draws (one coloured box per
-token of the tokeniser's own encoding), within the book's column, and quick to draw."""
+token of the tokeniser's own encoding), a byte that is part of a character shown as its escape,
+within the book's column, and quick to draw."""
 
 from __future__ import annotations
 
@@ -47,6 +48,26 @@ for (V, sentence), shown in tokens_widget.frames.outputs.items():
     assert [html_module.unescape(b) for b in boxes] == expected, (V, sentence)
     assert f"{len(ids)} tokens for {len(sentence)} characters" in shown
     assert f"{len(ids) / len(sentence):.2f} tokens per character" in shown
+"""
+    )
+
+
+def test_a_byte_that_is_part_of_a_character_shows_as_its_escape(chapter):
+    # the prose promises it: the two UTF-8 bytes of a non-ASCII letter, which no merge learned
+    # from Shakespeare (plain ASCII) joins, are two boxes, \xc3 and \xaf, at every size
+    chapter.inject(
+        """
+import re as re_module
+
+beyond_ascii = [s for s in SENTENCES if not s.isascii()]
+assert beyond_ascii, "every sentence is plain ASCII: no byte shows as its escape"
+for V in bpe:
+    for sentence in beyond_ascii:
+        shown = tokens_widget.frames.outputs[(V, sentence)]
+        boxes = re_module.findall(r"<span style='[^']*'>(.*?)</span>", shown)
+        escapes = [b for b in boxes if "\\\\x" in b]
+        assert escapes, (V, sentence, boxes)
+        assert all(re_module.fullmatch(r"\\\\x[89a-f][0-9a-f]", b) for b in escapes), escapes
 """
     )
 
