@@ -239,6 +239,25 @@ def test_exact_match_counts_whole_sequences():
         exact_match(Oracle(), [([3], [3])])
 
 
+def test_exact_match_without_the_cache_decodes_the_whole_prefix(monkeypatch):
+    data = make_task("copy", 30, seed=0, max_len=5, num_symbols=6)
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9))
+    lengths = []  # the decoder input's length at every call
+    decode = model.decode
+
+    def recording_decode(tgt, *args, **kwargs):
+        lengths.append(tgt.shape[1])
+        return decode(tgt, *args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", recording_decode)
+    without = exact_match(model, data, use_cache=False)
+    assert lengths == list(range(1, len(lengths) + 1))  # <bos>, then one token more each step
+    lengths.clear()
+    assert exact_match(model, data) == without
+    assert max(lengths) == 1  # with the cache each step feeds only the newest token
+
+
 # --------------------------------------------------------------------------- the training loop
 
 

@@ -276,7 +276,9 @@ class History:
         return dataclasses.asdict(self)
 
 
-def exact_match(model, data: Seq2SeqDataset, batch_size: int = 500, max_len: int | None = None) -> float:
+def exact_match(
+    model, data: Seq2SeqDataset, batch_size: int = 500, max_len: int | None = None, use_cache: bool = True
+) -> float:
     """Share of ``data``'s examples whose greedy decoding equals the target exactly.
 
     Args:
@@ -284,6 +286,9 @@ def exact_match(model, data: Seq2SeqDataset, batch_size: int = 500, max_len: int
         data: the (held-out) examples.
         batch_size: examples decoded at once.
         max_len: the most tokens to produce; by default the longest target plus ``<eos>``.
+        use_cache: passed to :func:`~transformer_lib.decoding.greedy_decode`; ``False`` runs
+            the whole prefix at every step, as a forward hook that reads the full sequence
+            needs.
     """
     if not isinstance(data, Seq2SeqDataset):
         raise TypeError(f"data must be a Seq2SeqDataset, got {type(data).__name__}")
@@ -291,7 +296,8 @@ def exact_match(model, data: Seq2SeqDataset, batch_size: int = 500, max_len: int
     device = _device_of(model)
     correct = 0
     for batch in data.batches(batch_size, shuffle=False):
-        out = greedy_decode(model, batch.src.to(device), max_len, src_mask=batch.src_mask.to(device)).cpu()
+        src, src_mask = batch.src.to(device), batch.src_mask.to(device)
+        out = greedy_decode(model, src, max_len, src_mask=src_mask, use_cache=use_cache).cpu()
         # a row is right when it matches tgt_out (answer, <eos>, pads) up to tgt_out's length
         width = batch.tgt_out.shape[1]
         if out.shape[1] < width:
