@@ -17,11 +17,13 @@ sentences have several French translations. Read top to bottom:
 * :func:`split_by_source`: training, validation and test sets that share no English
   sentence; all the translations of one English sentence go to the same set.
 * :class:`TranslationData` and :func:`make_translation_data`: all of the above together.
-* :func:`corpus_bleu` and :func:`sentence_bleu`: BLEU (Papineni et al., 2002) with
-  sacreBLEU (Post, 2018), its default ``13a`` tokenisation, against every reference
-  translation of each source sentence; :func:`d2l_bleu`: the hand-written variant of
+* :func:`corpus_bleu` (with :func:`bleu_signature`) and :func:`sentence_bleu`: BLEU
+  (Papineni et al., 2002) with sacreBLEU (Post, 2018), its default ``13a`` tokenisation,
+  against every reference translation of each source sentence; :func:`d2l_bleu`: the
+  hand-written variant of
   *Dive into Deep Learning*, kept only to compare with its published numbers.
-* :func:`translate`: English sentences to French with greedy decoding or beam search.
+* :class:`NextToken` and :func:`translate`: English sentences to French with greedy decoding
+  or beam search.
 * :func:`train_with_bleu`: :func:`~transformer_lib.training.train` in rounds, with the
   validation BLEU measured between rounds.
 * :func:`save_translation_model` and :func:`load_translation_model`: a half-precision
@@ -420,10 +422,22 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) 
     Returns:
         sacreBLEU's ``BLEUScore`` (``.score`` in 0-100, ``.precisions``, ``.bp``, ...).
     """
+    return _corpus_bleu(hypotheses, references)[0]
+
+
+def bleu_signature(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> str:
+    """sacreBLEU's signature of :func:`corpus_bleu` on these sentences (number of references,
+    case, tokenisation, smoothing, version), the string to report beside the score."""
+    return _corpus_bleu(hypotheses, references)[1]
+
+
+def _corpus_bleu(hypotheses, references) -> tuple[sacrebleu.BLEUScore, str]:
     _check_references(hypotheses, references)
     width = max((len(r) for r in references), default=1)
     streams = [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
-    return sacrebleu.corpus_bleu(list(hypotheses), streams)
+    metric = sacrebleu.BLEU()
+    score = metric.corpus_score(list(hypotheses), streams)
+    return score, str(metric.get_signature())
 
 
 def sentence_bleu(hypothesis: str, references: Sequence[str]) -> float:
@@ -464,6 +478,49 @@ def _device_of(model: nn.Module) -> torch.device:
     return torch.device("cpu") if param is None else param.device
 
 
+class NextToken(nn.Module):
+    """A translation model as decoding sees it: the next token's log-probabilities only, never ``<unk>``.
+
+    :func:`~transformer_lib.decoding.greedy_decode` and :func:`~transformer_lib.decoding.beam_search`
+    call ``decode`` on the whole prefix at every step and keep only the last position's
+    log-probabilities. This wrapper runs the output layer (linear and log-softmax over the
+    French vocabulary, the largest single cost of a small model's step) on that position
+    alone, which gives the same answer, and sets ``<unk>``'s log-probability to ``-inf``:
+    an ``<unk>`` can never match a reference word, so the best real word is always the
+    better guess (the same as fairseq's ``--unkpen`` set to infinity).
+
+    Args:
+        model: a :class:`~transformer_lib.model.Transformer` (``encoder``, ``decoder``, ``generator``).
+        banned: token ids never produced.
+    """
+
+    def __init__(self, model: nn.Module, banned: Sequence[int] = (UNK_ID,)):
+        super().__init__()
+        for part in ("encode", "decoder", "generator"):
+            if getattr(model, part, None) is None:
+                raise TypeError(f"model must be an encoder-decoder Transformer with a generator, "
+                                f"got {type(model).__name__} without {part}")  # fmt: skip
+        self.model = model
+        self.banned = list(banned)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``(batch, src_len)`` ids to ``memory`` ``(batch, src_len, d_model)``."""
+        return self.model.encode(src, src_mask)
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Log-probabilities ``(batch, 1, tgt_vocab)`` of the token after the whole prefix ``tgt``."""
+        x = self.model.decoder(tgt, memory, src_mask, tgt_mask)[:, -1:]  # (batch, 1, d_model)
+        log_probs = self.model.generator(x)  # (batch, 1, tgt_vocab)
+        log_probs[..., self.banned] = -math.inf
+        return log_probs
+
+
 def translate(
     model: nn.Module,
     sentences: Sequence[str],
@@ -475,7 +532,8 @@ def translate(
     batch_size: int = 250,
     max_len: int | None = None,
 ) -> list[str]:
-    """English sentences to French, in :func:`normalise`'s form.
+    """English sentences to French, in :func:`normalise`'s form (the model decoded through
+    :class:`NextToken`, so it never writes ``<unk>``).
 
     Args:
         model: an encoder-decoder :class:`~transformer_lib.model.Transformer`.
@@ -499,6 +557,7 @@ def translate(
     sources = [src_vocab.encode(known_tokens(tokenise(s, "en"), src_vocab)) for s in sentences]
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     device = _device_of(model)
+    decoder = NextToken(model)
     out: list[str] = [""] * len(sources)
     for start in range(0, len(order), batch_size):
         chosen = order[start : start + batch_size]
@@ -506,9 +565,9 @@ def translate(
         src, src_mask = batch.src.to(device), batch.src_mask.to(device)
         limit = 2 * src.shape[1] + 10 if max_len is None else _checks.positive_int(max_len, "max_len")
         if beam_size is None:
-            ids = greedy_decode(model, src, limit, src_mask=src_mask)
+            ids = greedy_decode(decoder, src, limit, src_mask=src_mask)
         else:
-            ids = beam_search(model, src, limit, beam_size, alpha=alpha, src_mask=src_mask)
+            ids = beam_search(decoder, src, limit, beam_size, alpha=alpha, src_mask=src_mask)
         for row, i in zip(ids.cpu(), chosen):
             out[i] = detokenise(tgt_vocab.decode(row), "fr")
     return out
@@ -524,11 +583,14 @@ def evaluate_bleu(
     alpha: float = 0.6,
 ) -> float:
     """Corpus BLEU (0-100) of the model's translations of a held-out split's distinct English
-    sentences against all their references; ``limit`` keeps the first ``limit`` sentences."""
+    sentences against all their references.
+
+    ``limit`` keeps ``limit`` sentences evenly spaced through the split (the corpus is
+    sorted by length, so the first ones would all be short), a fixed subset."""
     sources, references = data.references(split)
-    if limit is not None:
-        limit = _checks.positive_int(limit, "limit")
-        sources, references = sources[:limit], references[:limit]
+    if limit is not None and _checks.positive_int(limit, "limit") < len(sources):
+        keep = np.linspace(0, len(sources) - 1, limit).round().astype(int)
+        sources, references = [sources[i] for i in keep], [references[i] for i in keep]
     hypotheses = translate(model, sources, data.src_vocab, data.tgt_vocab, beam_size=beam_size, alpha=alpha)
     return corpus_bleu(hypotheses, references).score
 
