@@ -65,11 +65,6 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
-def _scores_shape(q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    return (*batch, q.shape[-2], k.shape[-2])
-
-
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -119,6 +114,19 @@ def scaled_dot_product_attention(
     return attended @ v, weights
 
 
+def _is_causal(mask: torch.Tensor, q_len: int, k_len: int) -> bool:
+    """Whether ``mask`` is ``causal_mask(q_len)``, the same for every batch and head.
+
+    PyTorch's layers check their masks the same way (``torch.nn.Transformer`` with
+    ``is_causal=None``); the fused kernel then skips the blocked half instead of reading a mask.
+    Only square masks qualify: with a cache, the queries are the last positions, and the
+    kernel's ``is_causal`` would align them with the first.
+    """
+    if q_len != k_len or mask.shape[-2:] != (q_len, k_len) or any(s != 1 for s in mask.shape[:-2]):
+        return False
+    return torch.equal(mask.reshape(q_len, k_len), causal_mask(q_len, device=mask.device))
+
+
 def _fused_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -130,8 +138,11 @@ def _fused_attention(
     """The same maths through PyTorch's fused kernel, with fully masked rows zeroed."""
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
-    mask = mask.expand(_scores_shape(q, k))
-    has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len, 1)
+    if _is_causal(mask, q.shape[-2], k.shape[-2]):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+    # the mask stays as broadcast as it came: the kernel turns a boolean mask into an additive
+    # one of the mask's own shape, so an expanded mask would be filled out to (..., q_len, k_len)
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len or 1, 1)
     if bool(has_key.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     # let empty rows see every key (so the kernel makes no NaN), then zero their output
