@@ -1,6 +1,6 @@
 """Training benchmark: the Transformer on two toy tasks, to 99% held-out exact match, ours against nn.Transformer.
 
-Tasks (``transformer_lib.data``), each split into training, validation and test sets that
+Tasks (``transformer_lib.tasks``), each split into training, validation and test sets that
 share no source sequence:
 
 - ``reverse``: sequences of length 1 to 16 over 10 symbols, reversed (in the style of the

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 import transformer_lib as tl
-from transformer_lib.data import TextDataset, split_text
+from transformer_lib.text import TextDataset, split_text
 from transformer_lib.training import EVAL_SEED, language_model_loss
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,25 +1,14 @@
-"""Tests for transformer_lib.data: Vocab, the toy tasks, batches, their sampler and masks, text windows."""
+"""Tests for transformer_lib.data (Vocab, batches, their sampler and masks), transformer_lib.tasks (the toy
+tasks) and transformer_lib.text (text windows)."""
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 import transformer_lib as tl
-from transformer_lib.data import (
-    Batch,
-    BucketBatchSampler,
-    Seq2SeqDataset,
-    TextBatch,
-    TextDataset,
-    Vocab,
-    make_batch,
-    make_splits,
-    make_task,
-    make_text_batch,
-    number_to_words,
-    pad_sequences,
-    split_text,
-)
+from transformer_lib.data import Batch, BucketBatchSampler, Vocab, make_batch, pad_sequences
+from transformer_lib.tasks import Seq2SeqDataset, make_splits, make_task, number_to_words
+from transformer_lib.text import TextBatch, TextDataset, make_text_batch, split_text
 
 # --------------------------------------------------------------------------- Vocab
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import transformer_lib as tl
-from transformer_lib.data import split_text
+from transformer_lib.text import split_text
 from transformer_lib.training import language_model_loss
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,5 @@
-"""Tests for transformer_lib.training: label smoothing, the schedule, the loop, evaluation, checkpoints."""
+"""Tests for transformer_lib.optim (label smoothing, the schedules), transformer_lib.training (the loop,
+evaluation) and transformer_lib.checkpoints."""
 
 import copy
 
@@ -8,22 +9,19 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib.data import TextBatch, TextDataset, make_batch, make_splits, make_task, split_text
-from transformer_lib.training import (
-    History,
+from transformer_lib.checkpoints import load_checkpoint, save_checkpoint
+from transformer_lib.data import make_batch
+from transformer_lib.optim import (
     LabelSmoothingLoss,
     cosine_lr,
-    exact_match,
-    language_model_loss,
-    load_checkpoint,
     make_adamw,
     make_optimizer,
-    save_checkpoint,
     smoothed_targets,
-    train,
-    train_step,
     warmup_lr,
 )
+from transformer_lib.tasks import make_splits, make_task
+from transformer_lib.text import TextBatch, TextDataset, split_text
+from transformer_lib.training import History, exact_match, language_model_loss, train, train_step
 
 
 @pytest.fixture

@@ -21,20 +21,9 @@ mask is used as it is. Models return log-probabilities (log-softmax), never logi
 attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward passes keep none.
 """
 
+from .checkpoints import load_checkpoint, save_checkpoint
 from .config import TransformerConfig
-from .data import (
-    Batch,
-    BucketBatchSampler,
-    Seq2SeqDataset,
-    TextBatch,
-    TextDataset,
-    Vocab,
-    make_batch,
-    make_splits,
-    make_task,
-    number_to_words,
-    split_text,
-)
+from .data import Batch, BucketBatchSampler, Vocab, make_batch
 from .decoding import beam_search, generate, greedy_decode, length_penalty
 from .embeddings import Embeddings
 from .interop import from_torch, to_torch
@@ -49,6 +38,7 @@ from .numpy_attention import (
     cosine_similarity,
     softmax,
 )
+from .optim import LabelSmoothingLoss, cosine_lr, make_adamw, make_optimizer, smoothed_targets, warmup_lr
 from .positional import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -61,22 +51,11 @@ from .positional import (
 from .pretrained import load_pretrained_encoder, sentence_embeddings
 from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
 from .stacks import Decoder, Encoder
+from .tasks import Seq2SeqDataset, make_splits, make_task, number_to_words
+from .text import TextBatch, TextDataset, split_text
 from .tokenizer import BPETokenizer, CharTokenizer
 from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
-from .training import (
-    History,
-    LabelSmoothingLoss,
-    cosine_lr,
-    exact_match,
-    language_model_loss,
-    load_checkpoint,
-    make_adamw,
-    make_optimizer,
-    save_checkpoint,
-    smoothed_targets,
-    train,
-    warmup_lr,
-)
+from .training import History, exact_match, language_model_loss, train
 from .transformer import Generator, Transformer, init_weights
 
 __all__ = [

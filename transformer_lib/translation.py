@@ -50,9 +50,12 @@ import torch
 from torch import nn
 
 from . import _checks
-from .data import Seq2SeqDataset, Vocab, make_batch
+from .checkpoints import load_checkpoint, save_checkpoint
+from .data import Vocab, make_batch
 from .decoding import beam_search, greedy_decode
-from .training import History, load_checkpoint, make_optimizer, save_checkpoint, train
+from .optim import make_optimizer
+from .tasks import Seq2SeqDataset
+from .training import History, train
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "tatoeba" / "eng-fra-tatoeba-short.tsv.gz"
 DATA_MD5 = "962d675ce104c1e2763bb6c5bb2da1fe"  # of the decompressed file
@@ -328,7 +331,7 @@ class TranslationData:
         src_vocab, tgt_vocab: English and French vocabularies of the training set.
         min_freq: the vocabularies' frequency cut-off.
 
-    ``dataset(split)``: a :class:`~transformer_lib.data.Seq2SeqDataset` of token pairs
+    ``dataset(split)``: a :class:`~transformer_lib.tasks.Seq2SeqDataset` of token pairs
     (unknown tokens as ``<unk>``) for :func:`~transformer_lib.training.train`;
     ``references(split)``: the distinct English sentences and all their translations.
     """
@@ -619,7 +622,7 @@ def train_with_bleu(
     measure the greedy validation BLEU on the first ``valid_sentences`` validation sentences
     after each round.
 
-    One optimizer and schedule (:func:`~transformer_lib.training.make_optimizer`) and one
+    One optimizer and schedule (:func:`~transformer_lib.optim.make_optimizer`) and one
     :class:`~transformer_lib.training.History` run through all the rounds, so this is one
     training run; batches are bucketed by length (``bucket=True``) and shuffled anew each
     round. ``time_limit`` (seconds of training steps) stops early.
@@ -660,7 +663,7 @@ def save_translation_model(
     history: History | None = None,
     dtype: torch.dtype = torch.float16,
 ) -> None:
-    """Save a :func:`~transformer_lib.training.save_checkpoint` file of the model in ``dtype``
+    """Save a :func:`~transformer_lib.checkpoints.save_checkpoint` file of the model in ``dtype``
     (half the size of float32) plus its two vocabularies (``src_tokens``, ``tgt_tokens``)."""
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype}")
