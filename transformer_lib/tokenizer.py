@@ -446,13 +446,14 @@ class BPETokenizer:
 
         ``errors`` is passed to ``bytes.decode``: ids that do not form whole UTF-8 characters
         (say a model's sample that stops inside one) give U+FFFD with ``"replace"``; use
-        ``"strict"`` to get an error instead. Ids from :meth:`encode` always decode exactly.
+        ``"strict"`` to raise ``UnicodeDecodeError`` instead. Ids from :meth:`encode` always
+        decode exactly. Shown in chapter 15.
         """
         data = b"".join(self.vocab[i] for i in _check_ids(ids, self.vocab_size))
         return data.decode("utf-8", errors=errors)
 
     def token_strings(self, ids: Sequence[int] | None = None) -> list[str]:
-        """Each token as text for display (every token if ``ids`` is None).
+        """Each token as text for display (every token if ``ids`` is None): one str per id.
 
         A token that is part of a UTF-8 character shows its bytes escaped, e.g. ``'\\\\xe2'``.
         """
