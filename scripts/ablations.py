@@ -49,7 +49,8 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib.data import PAD_ID, TextDataset
+from transformer_lib.data import PAD_ID
+from transformer_lib.text import TextDataset
 from transformer_lib.training import EVAL_SEED, language_model_loss
 
 ROOT = Path(__file__).resolve().parent.parent
