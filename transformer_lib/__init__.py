@@ -129,7 +129,7 @@ __all__ = [
     "to_torch",
 ]
 
-# Choosing the next token, and GPT-2 (Hugging Face's GPT2LMHeadModel) in our parts (chapter 13).
+# Choosing the next token, and GPT-2 (Hugging Face's GPT2LMHeadModel) in our parts (chapters 16 and 14).
 from .gpt2 import from_gpt2, to_gpt2  # noqa: E402
 from .sampling import sample_next, sampling_distribution  # noqa: E402
 

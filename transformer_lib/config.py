@@ -188,7 +188,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # gpt2-small: 124,439,808 parameters (~124M), exactly GPT-2 small
     "gpt2-small": dict(GPT2, tgt_vocab_size=50257, d_model=768, num_heads=12, num_layers=12, d_ff=3072,
                        dropout=0.1),
-    # gpt-tiny: 112,384 parameters; text generation in chapter 14
+    # gpt-tiny: 112,384 parameters; the left-to-right model of chapter 14
     "gpt-tiny": dict(GPT2, tgt_vocab_size=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
                      dropout=0.0, max_len=128),
 }  # fmt: skip

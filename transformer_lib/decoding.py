@@ -35,7 +35,7 @@ The decoding contract, the one every decoder of the library follows
   has produced ``<eos>`` or after ``max_len`` tokens, and a row cut at ``max_len`` has
   no ``<eos>``. So ``out_len <= max_len``.
 
-Taught in chapter 11 (and 13 for :func:`generate`).
+Taught in chapter 11 (and 16 for :func:`generate`).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def generate(
             cache starts again at every step.
 
     Returns:
-        ``(batch, t + new)`` ids, the prompt included. Taught in chapter 14.
+        ``(batch, t + new)`` ids, the prompt included. Taught in chapter 16.
     """
     _checks.token_ids(prompt, "prompt")
     if eos_id is not None:

@@ -33,7 +33,7 @@ what it accepts: log-probabilities or logits in, probabilities out; ``temperatur
 means greedy (``transformers`` refuses it and asks for ``do_sample=False``);
 ``top_k=None`` rather than 0 switches top-k off; ``top_p=1`` skips the filter, as
 ``generate`` does (the warper would only drop tokens whose probability is already 0).
-Taught in chapter 14.
+Taught in chapter 16.
 """
 
 from __future__ import annotations
