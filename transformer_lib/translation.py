@@ -59,6 +59,8 @@ from .training import History, train
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "tatoeba" / "eng-fra-tatoeba-short.tsv.gz"
 DATA_MD5 = "962d675ce104c1e2763bb6c5bb2da1fe"  # of the decompressed file
+#: the shipped model and its record, written by ``make translation`` (scripts/train_translation.py)
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "translation"
 LANGUAGES = ("en", "fr")
 UNK = "<unk>"
 UNK_ID = 3  # after <pad>, <bos>, <eos>
@@ -126,7 +128,7 @@ def normalise(text: str, lang: str) -> str:
 
     What is lost is only what these steps remove: case, the kind of apostrophe and of
     space, and the spacing variants of punctuation (most French references of the corpus
-    already put a space before ``?`` and ``!``; 221 of about 17,700 do not).
+    put a space before ``?`` and ``!``: 221 of their 17,666 do not follow a space).
 
     Args:
         text: one sentence.
