@@ -34,7 +34,6 @@ Taught in chapter 12.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import math
 import re
@@ -665,11 +664,10 @@ def save_translation_model(
     history: History | None = None,
     dtype: torch.dtype = torch.float16,
 ) -> None:
-    """Save a :func:`~transformer_lib.checkpoints.save_checkpoint` file of the model in ``dtype``
-    (half the size of float32) plus its two vocabularies (``src_tokens``, ``tgt_tokens``)."""
-    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(f"dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype}")
-    save_checkpoint(path, copy.deepcopy(model).to(dtype), history=history)
+    """Save a :func:`~transformer_lib.checkpoints.save_checkpoint` file of the model's weights in
+    ``dtype`` (float16: half the size of float32) plus its two vocabularies (``src_tokens``,
+    ``tgt_tokens``)."""
+    save_checkpoint(path, model, history=history, dtype=dtype)
     state = torch.load(path, map_location="cpu", weights_only=True)
     state["src_tokens"], state["tgt_tokens"] = src_vocab.tokens, tgt_vocab.tokens
     torch.save(state, path)
