@@ -21,7 +21,8 @@ sentences have several French translations. Read top to bottom:
   (Papineni et al., 2002) with sacreBLEU (Post, 2018), its default ``13a`` tokenisation,
   against every reference translation of each source sentence; :func:`d2l_bleu`: the
   hand-written variant of
-  *Dive into Deep Learning*, kept only to compare with its published numbers.
+  *Dive into Deep Learning* (with :func:`d2l_preprocess`), kept only to compare with its
+  published numbers.
 * :class:`NextToken` and :func:`translate`: English sentences to French with greedy decoding
   or beam search.
 * :func:`train_with_bleu`: :func:`~transformer_lib.training.train` in rounds, with the
@@ -451,6 +452,14 @@ def sentence_bleu(hypothesis: str, references: Sequence[str]) -> float:
     return sacrebleu.sentence_bleu(hypothesis, list(references)).score / 100
 
 
+def d2l_preprocess(text: str) -> str:
+    """*Dive into Deep Learning*'s preprocessing of a sentence, for :func:`d2l_bleu`: no-break
+    spaces as spaces, lower case, and a space inserted before ``, . ! ?`` where none is
+    (``"J'ai perdu."`` -> ``"j'ai perdu ."``; elisions and contractions stay whole)."""
+    text = _text(text, "text").replace("\u202f", " ").replace("\xa0", " ").lower()
+    return "".join(" " + c if i > 0 and c in ",.!?" and text[i - 1] != " " else c for i, c in enumerate(text))
+
+
 def d2l_bleu(prediction: str, reference: str, k: int = 2) -> float:
     """*Dive into Deep Learning*'s hand-written BLEU, only to compare with its published numbers.
 
@@ -459,7 +468,7 @@ def d2l_bleu(prediction: str, reference: str, k: int = 2) -> float:
     sacreBLEU's :func:`sentence_bleu`: one reference only, n-grams up to ``k = 2`` (not 4),
     weights ``1/2, 1/4`` (not a geometric mean with equal weights), no smoothing (one
     missing bigram gives 0), and no tokenisation of its own (the text must already be
-    split, ``"j'ai perdu ."``).
+    split, ``"j'ai perdu ."``, as :func:`d2l_preprocess` does).
     """
     k = _checks.positive_int(k, "k")
     pred, ref = _text(prediction, "prediction").split(" "), _text(reference, "reference").split(" ")
