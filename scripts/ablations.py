@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,7 +259,7 @@ def reverse_splits():
     return _DATA["reverse"]
 
 
-def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
+def run(name: str, seed: int, steps: int | None = None, final_batches: int | None = None) -> dict[str, Any]:
     """Train variant ``name`` from ``seed`` and measure it; returns the run's record for the results file.
 
     Args:
@@ -267,6 +268,8 @@ def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
             of the training batches (``tl.train``'s ``seed``).
         steps: the budget (default: the group's, ``STEPS`` or ``REVERSE["steps"]``); the
             warm-up keeps its share of it (100 of 600 steps: 17 of 100).
+        final_batches: the batches of the final measurement of a language model (default
+            200, ``LM["final_eval_batches"]``; fewer for a quick check).
     """
     v = variant(name)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -276,6 +279,8 @@ def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
         raise ValueError(f"variant {name!r} needs config switches this library lacks: {missing}")
     s = settings(v, steps)
     t = s["training"]
+    if final_batches is not None and v.group != "reverse":
+        t["final_eval_batches"] = final_batches
     start = time.perf_counter()
     torch.manual_seed(seed)
     model = tl.build_model(model_config(v))
@@ -447,6 +452,15 @@ def table(results: dict[str, Any]) -> str:
 # the command
 
 
+def finish(results: dict[str, Any], invocation: dict[str, Any], start: float, path: Path) -> None:
+    """Record this invocation's wall time and the load, and the total over all invocations; save."""
+    invocation["wall seconds"] = round(time.perf_counter() - start, 1)
+    invocation["load average at end (1, 5, 15 min)"] = [round(x, 2) for x in os.getloadavg()]
+    results["wall seconds, all invocations"] = round(
+        sum(i["wall seconds"] or 0.0 for i in results["invocations"]), 1)
+    save(results, path)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=[v.name for v in VARIANTS], metavar="NAME",
@@ -476,21 +490,23 @@ def main(argv: list[str] | None = None) -> None:
     results["invocations"].append(invocation)
     save(results, args.out)
     print(f"{len(work)} runs to do, {args.jobs} at a time; pending variants: {list(results['pending'])}", flush=True)
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(_run_in_worker, name, seed, args.steps): (name, seed) for name, seed in work}
-        for future in as_completed(futures):
-            record = future.result()
-            record["invocation"] = len(results["invocations"]) - 1
-            results["runs"][run_key(record["variant"], record["seed"])] = record
-            invocation["wall seconds"] = round(time.perf_counter() - start, 1)
-            save(results, args.out)
-            print(f"{record['variant']:>22} seed {record['seed']}: {record['final']} "
-                  f"({record['seconds']['whole run']:.0f} s)", flush=True)  # fmt: skip
-    invocation["wall seconds"] = round(time.perf_counter() - start, 1)
-    invocation["load average at end (1, 5, 15 min)"] = [round(x, 2) for x in os.getloadavg()]
-    results["wall seconds, all invocations"] = round(
-        sum(i["wall seconds"] or 0.0 for i in results["invocations"]), 1)
-    save(results, args.out)
+    for attempt in range(3):  # a worker killed from outside (out of memory, ...) breaks the pool: start another
+        remaining = todo(results, args.variants, args.seeds, args.steps)
+        if not remaining:
+            break
+        try:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                futures = [pool.submit(_run_in_worker, name, seed, args.steps) for name, seed in remaining]
+                for future in as_completed(futures):
+                    record = future.result()
+                    record["invocation"] = len(results["invocations"]) - 1
+                    results["runs"][run_key(record["variant"], record["seed"])] = record
+                    finish(results, invocation, start, args.out)
+                    print(f"{record['variant']:>22} seed {record['seed']}: {record['final']} "
+                          f"({record['seconds']['whole run']:.0f} s)", flush=True)  # fmt: skip
+        except BrokenProcessPool as error:
+            print(f"a worker stopped ({error}); starting again, attempt {attempt + 2} of 3", flush=True)
+    finish(results, invocation, start, args.out)
     print(table(results))
 
 
