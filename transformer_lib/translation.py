@@ -48,6 +48,7 @@ import numpy as np
 import sacrebleu
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from . import _checks
 from .checkpoints import load_checkpoint, save_checkpoint
@@ -629,13 +630,14 @@ def train_with_bleu(
     time_limit: float | None = None,
 ) -> tuple[History, list[dict]]:
     """Train with :func:`~transformer_lib.training.train` in rounds of ``eval_every`` steps, and
-    measure the greedy validation BLEU on the first ``valid_sentences`` validation sentences
-    after each round.
+    measure the greedy validation BLEU on ``valid_sentences`` validation sentences (a fixed
+    subset spread over all lengths, see :func:`evaluate_bleu`) after each round.
 
     One optimizer and schedule (:func:`~transformer_lib.optim.make_optimizer`) and one
     :class:`~transformer_lib.training.History` run through all the rounds, so this is one
     training run; batches are bucketed by length (``bucket=True``) and shuffled anew each
-    round. ``time_limit`` (seconds of training steps) stops early.
+    round. ``time_limit`` (seconds of training steps) stops early. ``progress`` shows one
+    tqdm bar for the whole run, with the last loss and validation BLEU.
 
     Returns:
         ``(history, curve)``; ``curve`` has one dict per round: ``step``, ``minutes`` and
@@ -650,18 +652,25 @@ def train_with_bleu(
     history = History()
     train_set = data.dataset("train")
     curve: list[dict] = []
-    while history.steps < steps and (time_limit is None or history.train_seconds < time_limit):
-        start = history.steps
-        train(model, train_set, steps=min(eval_every, steps - start), batch_size=batch_size,
-              smoothing=smoothing, seed=seed + start, bucket=True, progress=progress, optimizer=optimizer,
-              scheduler=scheduler, history=history, time_limit=time_limit)  # fmt: skip
-        curve.append({
-            "step": history.steps,
-            "minutes": round(history.train_seconds / 60, 3),
-            "cpu_minutes": round(history.train_cpu_seconds / 60, 3),
-            "train_loss": round(float(np.mean(history.losses[start:])), 4),
-            "valid_bleu": round(evaluate_bleu(model, data, "valid", limit=valid_sentences), 2),
-        })  # fmt: skip
+    bar = tqdm(total=steps, disable=not progress, desc="training", unit="step")
+    try:
+        while history.steps < steps and (time_limit is None or history.train_seconds < time_limit):
+            start = history.steps
+            train(model, train_set, steps=min(eval_every, steps - start), batch_size=batch_size,
+                  smoothing=smoothing, seed=seed + start, bucket=True, progress=False, optimizer=optimizer,
+                  scheduler=scheduler, history=history, time_limit=time_limit)  # fmt: skip
+            curve.append({
+                "step": history.steps,
+                "minutes": round(history.train_seconds / 60, 3),
+                "cpu_minutes": round(history.train_cpu_seconds / 60, 3),
+                "train_loss": round(float(np.mean(history.losses[start:])), 4),
+                "valid_bleu": round(evaluate_bleu(model, data, "valid", limit=valid_sentences), 2),
+            })  # fmt: skip
+            bar.update(history.steps - start)
+            last = curve[-1]
+            bar.set_postfix(loss=f"{last['train_loss']:.2f}", valid_bleu=f"{last['valid_bleu']:.1f}")
+    finally:
+        bar.close()
     return history, curve
 
 
