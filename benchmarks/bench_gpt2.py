@@ -121,8 +121,8 @@ def _row(job: str, size: str, m: dict[str, benchmark.Measurement], threads: int,
     row = {
         "benchmark": f"GPT-2 {job}",
         "size": size,
-        "ours_ms": round(ours.median * 1e3, 1),
-        "transformers_ms": round(theirs.median * 1e3, 1),
+        "ours_ms": round(ours.median * 1e3, 3),
+        "transformers_ms": round(theirs.median * 1e3, 3),
         "ratio": round(ratio, 3),
         "ratio_of_minima": round(min(ours.times) / min(theirs.times), 3),
     }

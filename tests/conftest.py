@@ -60,3 +60,22 @@ def _best_seconds(call, repeats=5):
         seconds.append(time.process_time() - start)
     return min(seconds)
 """
+
+
+def ratio_of_rounded(ratio: float, num: float, den: float, step: float, ratio_step: float) -> bool:
+    """Whether a rounded ``ratio`` agrees with ``num / den`` when ``num`` and ``den`` were rounded
+    to multiples of ``step`` and the ratio (from the unrounded values) to a multiple of ``ratio_step``.
+
+    Benchmark rows keep a few decimals of each time, so at tiny sizes the quotient of the
+    printed times can be far from the printed ratio; this is the widest honest interval.
+    """
+    half, slack = step / 2, ratio_step / 2 + 1e-12
+    low = (num - half) / (den + half)
+    high = (num + half) / max(den - half, 1e-12)
+    return low - slack <= ratio <= high + slack
+
+
+@pytest.fixture
+def rounded_ratio():
+    """``ratio_of_rounded`` for tests: ``rounded_ratio(ratio, num, den, step, ratio_step)``."""
+    return ratio_of_rounded

@@ -141,7 +141,7 @@ def test_interleaved_alternates_and_merges_every_round():
 TINY = [("tiny", 3, 8, 16, 2)]
 
 
-def test_attention_rows_have_the_ratios_for_every_mask_and_mode():
+def test_attention_rows_have_the_ratios_for_every_mask_and_mode(rounded_ratio):
     attention = bench_run.load("bench_attention")
     rows = attention.run(rounds=1, threads=1, sizes=TINY, min_run_time=1e-3, compare=False)
     cases = {(row["benchmark"], row["mask"]) for row in rows}
@@ -149,9 +149,7 @@ def test_attention_rows_have_the_ratios_for_every_mask_and_mode():
         assert {(f"MultiHeadAttention {mode}, fused", kind) for kind in ("none", "causal", "padding")} <= cases
     assert ("MultiHeadAttention fwd+bwd, explicit", "none") in cases
     for row in rows:  # the times are rounded to 0.01 ms, the ratio from the unrounded ones to 0.001
-        ours, theirs = row["ours_ms"], row["pytorch_ms"]
-        low, high = (ours - 0.005) / (theirs + 0.005), (ours + 0.005) / max(theirs - 0.005, 1e-9)
-        assert low - 5e-4 <= row["ratio"] <= high + 5e-4
+        assert rounded_ratio(row["ratio"], row["ours_ms"], row["pytorch_ms"], 0.01, 0.001)
         assert row["ratio_of_minima"] > 0 and row["threads"] == 1
         fused = row["benchmark"].endswith("fused")
         assert (row["goal"], row["met"]) == ((1.10, row["ratio"] <= 1.10) if fused else ("", ""))
