@@ -9,7 +9,8 @@ differs from its baseline in one setting (``VARIANTS``). Three groups:
 * ``main``: the baseline and one change each (attention scaling, heads, positions,
   residual connections, layer norm, post-norm, warm-up, label smoothing, weight tying);
 * ``deep``: post-norm against pre-norm, with and without warm-up, at a depth where it
-  matters (``DEEP``: 12 layers of width 64), each with its own pre-norm baseline;
+  matters (``DEEP_MODEL``: 12 layers of width 64; and the post-norm stack without warm-up
+  at 6 layers, where it still trains);
 * ``reverse``: label smoothing on and off for the reverse task of chapter 11, where the
   model's accuracy and its loss can pull in different directions.
 
@@ -114,11 +115,11 @@ VARIANTS: tuple[Variant, ...] = (
             config=dict(layer_norm=False)),
     Variant("post_norm", "post-norm", "main", "baseline", "the paper's post-norm layers instead of pre-norm",
             config=dict(norm_first=False)),
-    Variant("no_warmup", "no warm-up", "main", "baseline", "the peak learning rate from the first step",
-            train=dict(warmup_steps=0)),
     Variant("post_norm_no_warmup", "post-norm, no warm-up", "main", "post_norm",
             "post-norm, and the peak learning rate from the first step",
             config=dict(norm_first=False), train=dict(warmup_steps=0)),
+    Variant("no_warmup", "no warm-up", "main", "baseline", "the peak learning rate from the first step",
+            train=dict(warmup_steps=0)),
     Variant("label_smoothing", "label smoothing 0.1", "main", "baseline",
             "trained against targets smoothed with epsilon = 0.1", train=dict(smoothing=0.1)),
     Variant("untied", "untied output", "main", "baseline", "the output layer has its own matrix",
@@ -132,6 +133,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("deep_post_no_warmup", "12 layers, post-norm, no warm-up", "deep", "deep_post",
             "post-norm, and the peak learning rate from the first step",
             config=dict(norm_first=False), train=dict(warmup_steps=0)),
+    Variant("deep6_post_no_warmup", "6 layers, post-norm, no warm-up", "deep", "deep_post_no_warmup",
+            "the same post-norm stack without warm-up, 6 layers deep instead of 12",
+            config=dict(norm_first=False, num_layers=6), train=dict(warmup_steps=0)),
     Variant("reverse_smoothing", "reverse, label smoothing 0.1", "reverse", "reverse_smoothing",
             "chapter 11's model and recipe on the reverse task, label smoothing 0.1", train=dict(smoothing=0.1)),
     Variant("reverse_no_smoothing", "reverse, no label smoothing", "reverse", "reverse_smoothing",
