@@ -15,7 +15,7 @@ SUBMISSIONS ?= submissions
 help:
 	@echo "make book       execute the chapters and build the HTML book into _build/html"
 	@echo "make test       lint and every test (library, chapters, exercises, browser)"
-	@echo "make bench      benchmarks: our code against PyTorch's, as ratios"
+	@echo "make bench      benchmarks: our code against PyTorch's and transformers', as ratios"
 	@echo "make lab        open the chapters in JupyterLab"
 	@echo "make exercises  build the student release and autograders from the instructor notebooks"
 	@echo "make grade SUBMISSIONS=folder   grade a folder of submitted notebooks into grades.csv"
