@@ -1,22 +1,40 @@
-"""Chapter 16's sampling widget: every frame distinct, every frame within the book's column, and
-the computation behind one frame (a next-character distribution and an 80-character sample) quick.
+"""Chapter 16's sampling widget and key-value cache timing, checked beside the chapter.
+
+The widget: every frame distinct, every frame within the book's column, each frame showing its
+own distribution and sample, and the computation behind one frame (a next-character
+distribution and an 80-character sample) quick. The timing: the chapter's prose says that
+generation without the cache grows faster with the length than with it, close to linearly with
+it, and that the speed-up is largest at the longest text; the measured numbers are checked here,
+not in the chapter, because timings vary from run to run.
 
 The chapter is executed once (the ``chapter`` fixture); the checks call the same render function
-and data the widget was built from. Times are processor time, best of five, so a busy machine
-does not decide the result.
+and data the widget was built from. Times are processor time (best of five for a frame, the
+median of three per length in the chapter), so a busy machine does not decide the result.
 """
 
 from __future__ import annotations
 
 CHAPTER = "16_language_model"
+TEMPERATURES = "(0, 0.5, 1.0, 1.5, 2.0)"
 
 
 def test_every_frame_differs(chapter):
     chapter.inject(
         """
 frames = sampling_widget.frames.outputs
-assert len(frames) == 3 * len(KEEP) == 15, len(frames)
+assert len(frames) == 5 * len(KEEP) == 25, len(frames)
 assert len(set(frames.values())) == len(frames)
+"""
+    )
+
+
+def test_the_widget_offers_greedy_and_a_high_temperature(chapter):
+    chapter.inject(
+        f"""
+frames = sampling_widget.frames
+assert frames.names == ("temperature", "keep"), frames.names
+assert frames.values[0] == {TEMPERATURES}, frames.values[0]
+assert all((T, keep) in frames.outputs for T in {TEMPERATURES} for keep in KEEP)
 """
     )
 
@@ -35,16 +53,20 @@ def test_each_frame_shows_its_own_distribution_and_sample(chapter):
     # the blue bars are the distribution the chosen temperature and filter leave, and the text
     # is the prompt continued with the same options (not the same frame with another title)
     chapter.inject(
-        """
+        f"""
 import matplotlib.pyplot as plt
-for T in (0.5, 1.0, 1.5):
+for T in {TEMPERATURES}:
     for keep, options in KEEP.items():
         fig = render_sampling(T, keep)
         bars = [b.get_height() for b in fig.axes[0].containers[1]]
         q = tl.sampling_distribution(flat, T, **options)[0]
-        np.testing.assert_allclose(bars, q[order].numpy(), atol=1e-7, err_msg=f"{T} {keep}")
+        np.testing.assert_allclose(bars, q[order].numpy(), atol=1e-7, err_msg=f"{{T}} {{keep}}")
         shown = fig.axes[1].texts[0].get_text()
-        sample = continue_text(WIDGET_PROMPT, 80, temperature=T, **options)
+        if T == 0:  # greedy: one character can be drawn, and the text is the greedy one
+            assert "greedy" in fig.axes[0].get_title() and (q > 0).sum() == 1
+            sample = continue_text(WIDGET_PROMPT, 80, greedy=True)
+        else:
+            sample = continue_text(WIDGET_PROMPT, 80, temperature=T, **options)
         assert "".join(shown.split()) == "".join(sample.split()), (T, keep)
         plt.close(fig)
 """
@@ -59,5 +81,24 @@ import matplotlib.pyplot as plt
 def one_frame():
     plt.close(render_sampling(1.0, "top-p 0.9"))
 assert _best_seconds(one_frame, repeats=3) < 0.5
+"""
+    )
+
+
+def test_the_uncached_time_grows_faster_and_the_cached_one_about_linearly(chapter):
+    # the chapter's prose: without the cache the fitted exponent is larger than with it, the
+    # cached one stays close to 1, the uncached points bend towards slope 2, and the speed-up
+    # is largest at the longest length
+    chapter.inject(
+        """
+without, with_ = slopes
+assert without > with_ + 0.2, slopes
+assert 0.7 < with_ < 1.3, slopes
+speed_up = times[:, 0] / times[:, 1]
+assert speed_up.argmax() == len(lengths) - 1 and speed_up[-1] > 2, speed_up
+assert list(lengths) == [16, 32, 64, 128, 256]
+# "the points bend away from slope 1 towards slope 2": the uncached local slope steepens
+local = np.diff(np.log(times[:, 0])) / np.diff(np.log(lengths))
+assert local[-1] > local[0] + 0.2 and local[-1] < 2.2, local
 """
     )
