@@ -8,8 +8,9 @@ it, and that the speed-up is largest at the longest text; the measured numbers a
 not in the chapter, because timings vary from run to run.
 
 The chapter is executed once (the ``chapter`` fixture); the checks call the same render function
-and data the widget was built from. Times are processor time (best of five for a frame, the
-median of three per length in the chapter), so a busy machine does not decide the result.
+and data the widget was built from. A frame's time is processor time, the best of three, so a
+busy machine does not decide it; the chapter's generation times are the median of three rounds
+that each time every length once, so a change of load touches every length alike.
 """
 
 from __future__ import annotations
