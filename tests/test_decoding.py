@@ -171,8 +171,18 @@ def test_decoding_errors_name_the_argument():
         beam_search(TRAP, SRC, 5, alpha=-1.0)
     with pytest.raises(TypeError, match="eos_id must be a non-negative int"):
         greedy_decode(TRAP, SRC, 5, eos_id="<eos>")
-    with pytest.raises(ValueError, match="temperature must be a positive float"):
-        generate(TRAP, SRC, 3, temperature=0)
+    with pytest.raises(ValueError, match="temperature must be"):
+        generate(TRAP, SRC, 3, temperature=-0.5)
+    with pytest.raises(ValueError, match="top_k must be"):
+        generate(TRAP, SRC, 3, top_k=0)
+
+
+def test_generate_at_temperature_zero_is_greedy():
+    """T = 0 is the limit of sampling: the greedy tokens, whatever top-k and top-p say."""
+    stub = MarkovStub({C: {A: 0.6, B: 0.4}, A: {C: 0.5, D: 0.5}, B: {C: 1.0}, D: {C: 1.0}})
+    greedy = generate(stub, torch.tensor([[C]]), 8, greedy=True)
+    for options in (dict(), dict(top_k=2), dict(top_p=0.5)):
+        assert torch.equal(generate(stub, torch.tensor([[C]]), 8, temperature=0, **options), greedy)
 
 
 def test_one_contract_for_every_decoder():

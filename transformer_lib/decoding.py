@@ -266,7 +266,8 @@ def generate(
             too, since a row's softmax is the same for both).
         prompt: ``(batch, t)`` ids to start from.
         max_new_tokens: how many tokens to add.
-        temperature: divides the log-probabilities before the softmax (lower: safer).
+        temperature: divides the log-probabilities before the softmax (lower: safer);
+            ``0`` is greedy, the limit of ``T -> 0``.
             ``log_softmax(z) / T`` and ``z / T`` differ by one constant per row, so this
             samples from ``softmax(z / T)`` as a division of the logits ``z`` would.
         top_k: sample only among the ``top_k`` most probable tokens.
@@ -289,10 +290,7 @@ def generate(
     if eos_id is not None:
         _checks.token_id(eos_id, "eos_id")
     max_new_tokens = _checks.positive_int(max_new_tokens, "max_new_tokens")
-    temperature = _checks.positive_float(temperature, "temperature")
-    if top_k is not None:
-        top_k = _checks.positive_int(top_k, "top_k")
-    check_sampling_options(temperature, top_k, top_p, greedy)
+    temperature, top_k, top_p, greedy = check_sampling_options(temperature, top_k, top_p, greedy)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be None or a torch.Generator, got {type(generator).__name__}")
     max_positions = getattr(getattr(model, "config", None), "max_len", None)
