@@ -1,0 +1,64 @@
+"""Chapter 17's curves widget: one frame per group of variants and way of drawing the seeds, every
+frame distinct and within the book's column, each what the render function draws, and quick to draw."""
+
+from __future__ import annotations
+
+CHAPTER = "17_ablations"
+
+
+def test_every_frame_differs(chapter):
+    chapter.inject(
+        """
+frames = curves_widget.frames.outputs
+assert len(frames) == len(GROUPS) * 2 == 12, len(frames)  # 6 groups x (mean and range, each seed)
+assert len(set(frames.values())) == len(frames)
+# and not only by their titles: the curves drawn differ from frame to frame
+drawn = set()
+for group in GROUPS:
+    for seeds in ("mean and range", "each seed"):
+        fig = render_curves(group, seeds)
+        drawn.add(tuple(tuple(np.round(line.get_ydata(), 4)) for line in fig.axes[0].get_lines()))
+        plt.close(fig)
+assert len(drawn) == len(frames), len(drawn)
+"""
+    )
+
+
+def test_every_group_draws_the_baseline_and_its_variants(chapter):
+    chapter.inject(
+        """
+for group, names in GROUPS.items():
+    for seeds in ("mean and range", "each seed"):
+        fig = render_curves(group, seeds)
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        expected = [variants[n]["label"] for n in names]
+        if names[0] != "deep_pre":
+            expected = ["baseline", *expected]
+        assert labels == expected, (group, labels)
+        # one line per variant, or one per variant and seed
+        per = 1 if seeds == "mean and range" else len(SEEDS)
+        assert len(ax.get_lines()) == per * len(expected), (group, seeds)
+        assert ax.get_xlabel() == "step" and "validation loss" in ax.get_ylabel()
+        plt.close(fig)
+"""
+    )
+
+
+def test_every_frame_fits_the_column(chapter):
+    chapter.inject(
+        """
+import struct
+widths = [struct.unpack(">II", png[16:24])[0] for png in curves_widget.frames.outputs.values()]
+assert max(widths) <= 700, widths
+"""
+    )
+
+
+def test_a_frame_is_quick_to_draw(chapter):
+    chapter.inject(
+        """
+seconds = _best_seconds(lambda: plt.close(render_curves("positions", "each seed")))
+assert seconds < 0.5, seconds
+"""
+    )
