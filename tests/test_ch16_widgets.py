@@ -3,14 +3,14 @@
 The widget: every frame distinct, every frame within the book's column, each frame showing its
 own distribution and sample, and the computation behind one frame (a next-character
 distribution and an 80-character sample) quick. The timing: the chapter's prose says that
-generation without the cache grows faster with the length than with it, close to linearly with
-it, and that the speed-up is largest at the longest text; the measured numbers are checked here,
-not in the chapter, because timings vary from run to run.
+generation without the cache grows faster with the length than with it, that with it a step's
+cost barely grows, and that the speed-up grows with the length; the measured numbers are checked
+here, not in the chapter, because timings vary from run to run.
 
 The chapter is executed once (the ``chapter`` fixture); the checks call the same render function
 and data the widget was built from. A frame's time is processor time, the best of three, so a
-busy machine does not decide it; the chapter's generation times are the median of three rounds
-that each time every length once, so a change of load touches every length alike.
+busy machine does not decide it; the chapter's generation times are processor time too, the
+fastest of three rounds that each time every length for at least 0.2 s.
 """
 
 from __future__ import annotations
@@ -87,11 +87,10 @@ assert _best_seconds(one_frame, repeats=3) < 0.5
 
 
 def test_the_uncached_time_grows_faster_and_the_cached_one_about_linearly(chapter):
-    # the chapter's prose: without the cache the fitted exponent is larger than with it, the
-    # cached one stays close to 1, the uncached points bend towards slope 2, and the speed-up
-    # is largest at the longest length. The chapter's own wall-clock medians vary with the
-    # machine's load, so the same generation is timed again here as processor time, best of
-    # three, on one thread
+    # the chapter's prose: without the cache the fitted exponent is larger than with it, with
+    # it a step's cost barely grows (the exponent stays close to 1), and the speed-up grows with
+    # the length. The chapter's own timing is not asserted there, so the same generation is
+    # timed again here as processor time, best of three, on one thread
     chapter.inject(
         """
 assert list(lengths) == [16, 32, 64, 128, 256]
@@ -102,10 +101,8 @@ without, with_ = [np.polyfit(np.log(lengths), np.log(checked[:, j]), 1)[0] for j
 assert without > with_ + 0.2, (without, with_, checked)
 assert 0.7 < with_ < 1.3, (without, with_, checked)
 speed_up = checked[:, 0] / checked[:, 1]
-assert speed_up.argmax() == len(lengths) - 1 and speed_up[-1] > 2, speed_up
-# "the points bend away from slope 1 towards slope 2": the uncached local slope steepens
-local = np.diff(np.log(checked[:, 0])) / np.diff(np.log(lengths))
-assert local[-1] > local[0] + 0.2 and local[-1] < 2.2, local
-print(without, with_, speed_up, local)
+# grows with the length: the longest text gains most, and more than twice the shortest's
+assert speed_up.argmax() == len(lengths) - 1 and speed_up[-1] > 2 * speed_up[0], speed_up
+print(without, with_, speed_up)
 """
     )
