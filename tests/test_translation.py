@@ -296,3 +296,109 @@ def test_save_and_load_a_translation_model(data, tmp_path):
     tl.save_checkpoint(tmp_path / "plain.pt", model)
     with pytest.raises(ValueError, match="path must be a file written by save_translation_model"):
         tr.load_translation_model(tmp_path / "plain.pt")
+
+
+# --------------------------------------------------------------------------- the shipped model and its record
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return json.loads((RESULTS / "results.json").read_text())
+
+
+def test_the_record_matches_the_data_and_the_goal(recorded, data):
+    assert {k: recorded["data"][k] for k in ("min_freq", "num_valid", "num_test", "seed")} == {
+        "min_freq": data.min_freq,
+        "num_valid": 2000,
+        "num_test": 2000,
+        "seed": 0,
+    }
+    assert recorded["data"]["src_vocab"] == len(data.src_vocab)
+    assert recorded["data"]["tgt_vocab"] == len(data.tgt_vocab)
+    assert recorded["test"]["greedy"]["signature"].startswith("nrefs:var|case:mixed|eff:no|tok:13a")
+    steps = [point["step"] for point in recorded["curve"]]
+    assert steps == sorted(steps) and steps[-1] == recorded["training"]["steps"]
+    minutes = [point["minutes"] for point in recorded["curve"]]
+    assert minutes == sorted(minutes) and minutes[-1] == pytest.approx(recorded["train_minutes"], abs=0.01)
+    assert all(0 <= point["valid_bleu"] <= 100 for point in recorded["curve"])
+    assert set(recorded["test"]) == {"greedy", "beam1", "beam2", "beam4", "beam8"}
+    greedy, goal = recorded["test"]["greedy"]["bleu"], recorded["goal"]
+    assert goal["met"] == (
+        greedy >= goal["test_bleu"] == 30 and recorded["train_minutes"] <= goal["train_minutes"] == 10
+    )
+
+
+def test_the_record_is_of_the_script_as_it_is(recorded):
+    """The shipped run's settings are the script's: a change to the script needs a new run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_translation", ROOT / "scripts" / "train_translation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert {k: recorded["config"][k] for k in script.CONFIG} == script.CONFIG
+    assert recorded["training"] == script.TRAINING
+    assert {k: recorded["data"][k] for k in script.DATA} == script.DATA and recorded["seed"] == script.SEED
+
+
+def test_a_short_retraining_reproduces_the_recorded_losses(recorded, data):
+    # the first steps of the recorded run, from the same seed, batches and schedule
+    n = 30
+    training = recorded["training"]
+    torch.manual_seed(recorded["seed"])
+    model = tl.build_model(tl.TransformerConfig(**recorded["config"]))
+    history, _ = tr.train_with_bleu(
+        model, data, steps=n, eval_every=n, valid_sentences=5, batch_size=training["batch_size"],
+        warmup_steps=training["warmup_steps"], lr_factor=training["lr_factor"],
+        smoothing=training["smoothing"], seed=training["seed"], progress=False,
+    )  # fmt: skip
+    first = recorded["first_losses"][:n]
+    assert history.losses == pytest.approx(first, rel=2e-3)
+    # and it falls, as recorded: from 9.03 to 8.67 nats (means of the first and last five steps),
+    # slowly, the learning rate still warming up
+    assert sum(history.losses[-5:]) / 5 < sum(history.losses[:5]) / 5 - 0.3
+
+
+def test_the_shipped_model_scores_as_recorded(recorded, data):
+    path = RESULTS / "model.pt"
+    assert path.stat().st_size < 10e6  # float16 weights
+    model, src_vocab, tgt_vocab, history = tr.load_translation_model(path)
+    assert (src_vocab, tgt_vocab) == (data.src_vocab, data.tgt_vocab)
+    assert history.steps == recorded["training"]["steps"]
+    assert tl.count_parameters(model) == recorded["parameters"]
+    sources, references = data.references("test")
+    hypotheses = tl.translate(model, sources, src_vocab, tgt_vocab)
+    assert round(tl.corpus_bleu(hypotheses, references).score, 2) == recorded["test"]["greedy"]["bleu"]
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def test_the_translation_benchmark_rows(data, tmp_path, rounded_ratio):
+    """A tiny model and one short round: only the step row's shape and arithmetic, no real timing."""
+    import importlib.util
+    import sys
+
+    folder = ROOT / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_translation", folder / "bench_translation.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        config = dict(src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab), d_model=16,
+                      num_heads=2, num_layers=1, d_ff=32, dropout=0.0)  # fmt: skip
+        record = {"data": {"min_freq": data.min_freq, "num_valid": 2000, "num_test": 2000, "seed": 0},
+                  "config": config, "training": {"batch_size": 8}, "seed": 0}  # fmt: skip
+        (tmp_path / "results.json").write_text(json.dumps(record))
+        rows = bench.run(("step",), results=tmp_path, rounds=1, min_run_time=1e-3, num_batches=2)
+        with pytest.raises(ValueError, match=r"parts must be among \('shipped', 'step'\), got \['steps'\]"):
+            bench.run(("steps",), results=tmp_path)
+    finally:
+        sys.path.remove(str(folder))
+    (row,) = rows
+    assert (row["d_model"], row["layers"], row["batch"], row["threads"]) == (16, 1, 8, 1)
+    assert row["ours_ms"] > 0 and row["pytorch_ms"] > 0
+    assert rounded_ratio(row["ratio"], row["ours_ms"], row["pytorch_ms"], 0.001, 0.01)
+    assert row["goal"] == "<= 1.1" and isinstance(row["met"], bool)
+    if abs(row["ratio"] - 1.10) > 0.005:  # the goal is read from the unrounded ratio
+        assert row["met"] == (row["ratio"] <= 1.10)
+    assert float(row["max_difference"]) <= 1e-4
