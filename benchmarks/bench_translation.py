@@ -178,7 +178,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", choices=["shipped", "step"], help="default: both")
+    parser.add_argument("parts", nargs="*", metavar="{shipped,step}", help="default: both")
     args = parser.parse_args()
     print(format_table(run(tuple(args.parts) or ("shipped", "step"))))
 
