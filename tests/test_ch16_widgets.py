@@ -9,7 +9,7 @@ here, not in the chapter, because timings vary from run to run.
 
 The chapter is executed once (the ``chapter`` fixture); the checks call the same render function
 and data the widget was built from. A frame's time is processor time, the best of three, so a
-busy machine does not decide it; the chapter's generation times are processor time too, the
+busy machine does not decide it; the chapter's generation times are wall-clock times, the
 fastest of three rounds that each time every length for at least 0.2 s.
 """
 
