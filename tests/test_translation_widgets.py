@@ -1,0 +1,75 @@
+"""Chapter 12's cross-attention widget: every frame distinct and drawing the map it names, every
+frame within the book's column, the maps the model's own for its own translation, and the
+computation behind a frame fast."""
+
+from __future__ import annotations
+
+CHAPTER = "12_translation"
+
+
+def test_every_frame_differs(chapter):
+    chapter.inject(
+        """
+frames = cross_widget.frames.outputs
+expected = len(shown) * model.config.num_layers * model.config.num_heads
+assert len(frames) == expected == 36, (len(frames), expected)  # 3 sentences x 3 layers x 4 heads
+assert len(set(frames.values())) == len(frames)
+"""
+    )
+
+
+def test_each_frame_draws_the_map_it_names(chapter):
+    chapter.inject(
+        """
+for sentence in shown:
+    w = attention[sentence][0]
+    for layer in range(1, w.shape[0] + 1):
+        for head in range(1, w.shape[1] + 1):
+            fig = render_cross(sentence, layer, head)
+            drawn = fig.axes[0].images[0].get_array()
+            np.testing.assert_allclose(drawn, w[layer - 1, head - 1].numpy(), rtol=0, atol=1e-6)
+            plt.close(fig)
+"""
+    )
+
+
+def test_every_frame_fits_the_column(chapter):
+    chapter.inject(
+        """
+import struct
+widths = [struct.unpack(">II", png[16:24])[0] for png in cross_widget.frames.outputs.values()]
+assert max(widths) <= 700, widths
+"""
+    )
+
+
+def test_the_maps_are_the_models_for_its_own_translation(chapter):
+    chapter.inject(
+        """
+for sentence in shown:
+    w, x_labels, y_labels = attention[sentence]
+    layers, heads = model.config.num_layers, model.config.num_heads
+    assert tuple(w.shape) == (layers, heads, len(y_labels), len(x_labels)), w.shape
+    torch.testing.assert_close(w.sum(dim=-1), torch.ones(w.shape[:-1]))
+    assert x_labels == tr.tokenise(sentence, "en") and y_labels[-1] == "<eos>"
+    # row i is the position that predicts label i: the model's greedy choice there (never <unk>)
+    b = tl.make_batch([(src_vocab.encode(x_labels), tgt_vocab.encode(y_labels[:-1]))])
+    with torch.no_grad():
+        log_probs = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)[0]  # (fr + 1, vocab)
+    log_probs[:, tgt_vocab.token_to_id["<unk>"]] = -float("inf")
+    assert tgt_vocab.decode(log_probs.argmax(dim=-1), strip=False) == y_labels
+    # and the weights are the model's cross-attention for that pair
+    again = model.get_attention_maps(b.src, b.tgt_in, b.src_mask, b.tgt_mask)["cross"][:, 0]
+    torch.testing.assert_close(w, again)
+"""
+    )
+
+
+def test_the_computation_behind_a_frame_is_fast(chapter):
+    chapter.inject(
+        """
+seconds = _best_seconds(lambda: plt.close(render_cross(shown[1], 2, 3)))
+seconds += _best_seconds(lambda: cross_attention(shown[1]))
+assert seconds < 0.5, seconds
+"""
+    )
