@@ -38,7 +38,8 @@ def _check_references(hypotheses: Sequence[str], references: Sequence[Sequence[s
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> sacrebleu.BLEUScore:
-    """Corpus BLEU with sacreBLEU's defaults (``13a`` tokenisation, 4-grams, no smoothing).
+    """Corpus BLEU with sacreBLEU's defaults (``13a`` tokenisation, 4-grams, exponential smoothing
+    of zero counts, sacreBLEU's default: ``smooth:exp``).
 
     Args:
         hypotheses: one translation per source sentence.
