@@ -47,6 +47,28 @@ def chapter(request):
         yield tb
 
 
+def assert_frames_fit_the_column(chapter, widget: str, max_width: int = 700) -> None:
+    """Every precomputed frame of the chapter's ``widget`` is one PNG at most ``max_width`` pixels
+    wide (bytes 16-24 of a PNG hold its width and height), so it fits the book's column."""
+    chapter.inject(
+        f"""
+import struct
+widths = [struct.unpack(">II", png[16:24])[0] for png in {widget}.frames.outputs.values()]
+assert max(widths) <= {max_width}, widths
+"""
+    )
+
+
+@pytest.fixture
+def one_thread():
+    """One thread for a test that trains: small models train fastest on one, the recorded runs
+    used one (so a rerun repeats them), and the other cores are left alone."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # Injected into every chapter's kernel: the time a widget's computation takes, as processor
 # time and the best of a few runs, so that a busy machine does not decide a speed check.
 BEST_SECONDS = """

@@ -31,13 +31,6 @@ RESULTS = json.loads(ablations.RESULTS.read_text())
 SHORT_PAIR = ("baseline", "no_residual", 0.5)
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def mean_final(name: str, metric: str = "val loss") -> float:
     return statistics.fmean(RESULTS["runs"][ablations.run_key(name, s)]["final"][metric] for s in ablations.SEEDS)

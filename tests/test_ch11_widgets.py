@@ -3,6 +3,8 @@ column, and the computation behind one frame (a forward pass and its maps) fast.
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "11_full_transformer"
 
 
@@ -17,13 +19,7 @@ assert len(set(frames.values())) == len(frames)
 
 
 def test_every_frame_fits_the_column(chapter):
-    chapter.inject(
-        """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in maps_widget.frames.outputs.values()]
-assert max(widths) <= 700, widths
-"""
-    )
+    assert_frames_fit_the_column(chapter, "maps_widget")
 
 
 def test_the_computation_behind_a_frame_is_fast(chapter):

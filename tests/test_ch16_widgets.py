@@ -15,6 +15,8 @@ fastest of three rounds that each time every length for at least 0.2 s.
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "16_language_model"
 TEMPERATURES = "(0, 0.5, 1.0, 1.5, 2.0)"
 
@@ -41,13 +43,7 @@ assert all((T, keep) in frames.outputs for T in {TEMPERATURES} for keep in KEEP)
 
 
 def test_every_frame_fits_the_column(chapter):
-    chapter.inject(
-        """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in sampling_widget.frames.outputs.values()]
-assert max(widths) <= 700, widths
-"""
-    )
+    assert_frames_fit_the_column(chapter, "sampling_widget")
 
 
 def test_each_frame_shows_its_own_distribution_and_sample(chapter):

@@ -3,6 +3,8 @@ frame distinct and within the book's column, each what the render function draws
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "17_ablations"
 
 
@@ -46,13 +48,7 @@ for group, names in GROUPS.items():
 
 
 def test_every_frame_fits_the_column(chapter):
-    chapter.inject(
-        """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in curves_widget.frames.outputs.values()]
-assert max(widths) <= 700, widths
-"""
-    )
+    assert_frames_fit_the_column(chapter, "curves_widget")
 
 
 def test_a_frame_is_quick_to_draw(chapter):

@@ -7,6 +7,8 @@ so a busy machine does not decide the result.
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "18_real_model"
 
 
@@ -22,13 +24,7 @@ assert len(set(outputs.values())) == len(outputs)
 
 def test_attention_frames_fit_the_column(chapter):
     # each frame is one PNG at most 700 pixels wide (bytes 16-24 hold width, height)
-    chapter.inject(
-        """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in layer_box.frames.outputs.values()]
-assert max(widths) <= 700, widths
-"""
-    )
+    assert_frames_fit_the_column(chapter, "layer_box")
 
 
 def test_drawing_one_attention_frame_is_quick(chapter):

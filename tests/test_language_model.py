@@ -21,14 +21,6 @@ _spec.loader.exec_module(shakespeare)
 RESULT = json.loads((RESULTS / "char.json").read_text())
 
 
-@pytest.fixture
-def one_thread():
-    """The recorded run used one thread; so does its rerun (and it leaves the other cores alone)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture(scope="module")
 def text() -> str:

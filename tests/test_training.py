@@ -23,16 +23,6 @@ from transformer_lib.tasks import make_splits, make_task
 from transformer_lib.text import TextBatch, TextDataset, split_text
 from transformer_lib.training import History, exact_match, language_model_loss, train, train_step
 
-
-@pytest.fixture
-def one_thread():
-    """Small models train fastest on one thread (and do not fight other processes for cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --------------------------------------------------------------------------- label smoothing
 
 
