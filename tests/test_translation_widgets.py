@@ -12,7 +12,7 @@ def test_every_frame_differs(chapter):
         """
 frames = cross_widget.frames.outputs
 expected = len(shown) * model.config.num_layers * model.config.num_heads
-assert len(frames) == expected == 36, (len(frames), expected)  # 3 sentences x 3 layers x 4 heads
+assert len(frames) == expected == 48, (len(frames), expected)  # 4 sentences x 3 layers x 4 heads
 assert len(set(frames.values())) == len(frames)
 """
     )
