@@ -4,6 +4,8 @@ computation behind a frame fast."""
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "12_translation"
 
 
@@ -34,13 +36,7 @@ for sentence in shown:
 
 
 def test_every_frame_fits_the_column(chapter):
-    chapter.inject(
-        """
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in cross_widget.frames.outputs.values()]
-assert max(widths) <= 700, widths
-"""
-    )
+    assert_frames_fit_the_column(chapter, "cross_widget")
 
 
 def test_the_maps_are_the_models_for_its_own_translation(chapter):
