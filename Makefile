@@ -61,7 +61,7 @@ shakespeare: $(STAMP)
 	$(BIN)/python scripts/train_shakespeare.py $(SHAKESPEARE_ARGS)
 
 # the English -> French Transformer on the Tatoeba pairs, into results/translation/ (model.pt and
-# results.json; about 9 minutes in all on an idle machine, 7 of them training on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try
+# results.json; about 9 minutes in all on an idle 2-core machine, 6.9 of them training steps on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try
 TRANSLATION_ARGS ?=
 .PHONY: translation
 translation: $(STAMP)

@@ -21,7 +21,7 @@ English sentence, 2,000 test sentences, every reference translation of each):
   that background load falls on both alike. Goal: ours / PyTorch time per step <= 1.10
   (the ratio from the unrounded medians; the times are printed in ms to 3 decimals).
 
-Both use one thread (as the training run does: the machine's two cores are shared).
+Both use one thread, as the training run does.
 Run on its own (``python benchmarks/bench_translation.py [shipped] [step]``) or through
 ``benchmarks/run.py``, which calls :func:`run`.
 """
