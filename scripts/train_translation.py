@@ -36,12 +36,13 @@ from transformer_lib import translation as tr
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "translation"
 SEED = 0
-THREADS = 1  # a laptop-sized budget: one thread, leaving a core free; a two-thread run would be faster
+THREADS = 1  # the budget a laptop can spare, and the setting at which the record's times are measured
 DATA = dict(min_freq=2, num_valid=2000, num_test=2000, seed=SEED)
 CONFIG = dict(d_model=128, num_heads=4, num_layers=3, d_ff=512, dropout=0.0)
 # 1,750 steps: in a trial run (one thread) the validation BLEU of the 500-sentence subset was 28.6,
-# 36.0, 39.4 and 40.2 after 1,000, 1,500, 1,750 and 2,000 steps; 1,750 keeps all but 0.8 of that BLEU
-# and, at 0.24 s a step on an idle machine (0.29 on a busy one), stays well inside the 10 minutes
+# 36.0, 39.4 and 40.2 after 1,000, 1,500, 1,750 and 2,000 steps; 1,750 keeps all but 0.8 of that BLEU.
+# At 0.24 s a step (wall and processor time alike, idle machine) it takes 6.9 of the 10 minutes; on a
+# busy machine the same run took 0.48 s a step of wall time (0.29 of processor time) and missed them
 TRAINING = dict(steps=1750, eval_every=250, valid_sentences=500, batch_size=128, warmup_steps=400,
                 lr_factor=0.3, smoothing=0.1, seed=SEED)  # fmt: skip
 BEAMS = (1, 2, 4, 8)
