@@ -278,6 +278,30 @@ def test_training_on_the_copy_task_reaches_exact_copies(one_thread, tmp_path):
                                model.eval()(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask))  # fmt: skip
 
 
+def test_train_seconds_are_the_wall_time_of_the_steps_alone(one_thread):
+    """``train_seconds`` counts waiting (wall time) but not evaluation; ``train_cpu_seconds`` counts neither."""
+    import time
+
+    data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
+    model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
+    waits = {True: [], False: []}  # seconds slept, in training mode and in evaluation
+
+    def wait(module, args):  # every pass through the encoder sleeps: 20 ms in a step, 250 ms in evaluation
+        seconds = 0.02 if module.training else 0.25
+        waits[module.training].append(seconds)
+        time.sleep(seconds)
+
+    model.encoder.register_forward_pre_hook(wait)
+    history = train(model, data, steps=10, batch_size=16, eval_data=data, eval_every=5, eval_batches=2,
+                    progress=False)  # fmt: skip
+    stepping, evaluating = sum(waits[True]), sum(waits[False])
+    assert len(waits[True]) == 10 and len(waits[False]) >= 2  # a pass a step; at least one an evaluation
+    assert history.train_seconds >= stepping  # the waits in the steps are counted
+    assert history.train_seconds - history.train_cpu_seconds >= 0.9 * stepping  # as wall time only
+    assert history.train_seconds < stepping + min(waits[False])  # the evaluations' waits are not
+    assert history.total_seconds - history.train_seconds >= evaluating  # but the total has them
+
+
 def test_checkpoint_restores_the_optimizer_to_continue_training(one_thread, tmp_path):
     data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
     config = tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7)
