@@ -286,8 +286,8 @@ def test_train_seconds_are_the_wall_time_of_the_steps_alone(one_thread):
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
     waits = {True: [], False: []}  # seconds slept, in training mode and in evaluation
 
-    def wait(module, args):  # every pass through the encoder sleeps: 20 ms in a step, 250 ms in evaluation
-        seconds = 0.02 if module.training else 0.25
+    def wait(module, args):  # every pass through the encoder sleeps: 20 ms in a step, 500 ms in evaluation
+        seconds = 0.02 if module.training else 0.5
         waits[module.training].append(seconds)
         time.sleep(seconds)
 

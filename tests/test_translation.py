@@ -283,6 +283,30 @@ def test_next_token_is_the_last_position_without_unk(data):
     assert favourite not in out.tolist()[0]
 
 
+def test_train_with_bleu_times_the_steps_not_the_validation_scoring(data):
+    """The curve's ``minutes`` are wall time of the training steps; the BLEU rounds between them are left out."""
+    import time
+
+    model = tiny_model(data)
+    waits = {True: [], False: []}  # seconds slept in training steps and in the validation translations
+
+    def wait(module, args):
+        seconds = 0.05 if module.training else 0.5
+        waits[module.training].append(seconds)
+        time.sleep(seconds)
+
+    model.encoder.register_forward_pre_hook(wait)
+    history, curve = tr.train_with_bleu(model, data, steps=4, eval_every=2, valid_sentences=4, batch_size=8,
+                                        warmup_steps=2, seed=0, progress=False)  # fmt: skip
+    stepping = sum(waits[True])
+    assert len(waits[True]) == 4 and len(waits[False]) >= 2  # one pass a step, at least one a round
+    assert [point["step"] for point in curve] == [2, 4]
+    seconds = curve[-1]["minutes"] * 60  # rounded to 0.001 minute
+    assert seconds == pytest.approx(history.train_seconds, abs=0.04)
+    assert stepping - 0.04 <= seconds < stepping + min(waits[False])  # the steps' sleep in, no round's
+    assert curve[-1]["cpu_minutes"] * 60 < 0.5 * stepping  # sleeping is not processor time
+
+
 def test_save_and_load_a_translation_model(data, tmp_path):
     model = tiny_model(data)
     path = tmp_path / "model.pt"
