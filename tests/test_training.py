@@ -279,7 +279,7 @@ def test_training_on_the_copy_task_reaches_exact_copies(one_thread, tmp_path):
 
 
 def test_train_seconds_are_the_wall_time_of_the_steps_alone(one_thread):
-    """``train_seconds`` counts waiting (wall time) but not evaluation; ``train_cpu_seconds`` counts neither."""
+    """``train_seconds`` is wall time (the steps' sleep counts; not in ``train_cpu_seconds``), evaluation left out."""
     import time
 
     data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
