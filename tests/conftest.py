@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import matplotlib
@@ -101,3 +102,24 @@ def ratio_of_rounded(ratio: float, num: float, den: float, step: float, ratio_st
 def rounded_ratio():
     """``ratio_of_rounded`` for tests: ``rounded_ratio(ratio, num, den, step, ratio_step)``."""
     return ratio_of_rounded
+
+
+def sleep_in_encoder(model: torch.nn.Module, in_steps: float, in_evaluation: float) -> dict[bool, list[float]]:
+    """Make every pass through ``model.encoder`` sleep: ``in_steps`` seconds in training mode,
+    ``in_evaluation`` in evaluation mode. Returns the seconds slept, keyed by ``module.training``
+    (filled as the model runs), so that a test can tell wall time from processor time."""
+    slept: dict[bool, list[float]] = {True: [], False: []}
+
+    def sleep(module, args) -> None:
+        seconds = in_steps if module.training else in_evaluation
+        slept[module.training].append(seconds)
+        time.sleep(seconds)
+
+    model.encoder.register_forward_pre_hook(sleep)
+    return slept
+
+
+@pytest.fixture
+def sleepy_encoder():
+    """``sleep_in_encoder`` for tests: ``sleepy_encoder(model, in_steps, in_evaluation)``."""
+    return sleep_in_encoder

@@ -278,20 +278,11 @@ def test_training_on_the_copy_task_reaches_exact_copies(one_thread, tmp_path):
                                model.eval()(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask))  # fmt: skip
 
 
-def test_train_seconds_are_the_wall_time_of_the_steps_alone(one_thread):
+def test_train_seconds_are_the_wall_time_of_the_steps_alone(one_thread, sleepy_encoder):
     """``train_seconds`` is wall time (the steps' sleep counts; not in ``train_cpu_seconds``), evaluation left out."""
-    import time
-
     data = make_task("copy", 64, seed=1, max_len=4, num_symbols=4)
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=7, tgt_vocab_size=7))
-    waits = {True: [], False: []}  # seconds slept, in training mode and in evaluation
-
-    def wait(module, args):  # every pass through the encoder sleeps: 20 ms in a step, 500 ms in evaluation
-        seconds = 0.02 if module.training else 0.5
-        waits[module.training].append(seconds)
-        time.sleep(seconds)
-
-    model.encoder.register_forward_pre_hook(wait)
+    waits = sleepy_encoder(model, in_steps=0.02, in_evaluation=0.5)  # seconds slept, keyed by training mode
     history = train(model, data, steps=10, batch_size=16, eval_data=data, eval_every=5, eval_batches=2,
                     progress=False)  # fmt: skip
     stepping, evaluating = sum(waits[True]), sum(waits[False])

@@ -283,19 +283,10 @@ def test_next_token_is_the_last_position_without_unk(data):
     assert favourite not in out.tolist()[0]
 
 
-def test_train_with_bleu_times_the_steps_not_the_validation_scoring(data):
+def test_train_with_bleu_times_the_steps_not_the_validation_scoring(data, sleepy_encoder):
     """The curve's ``minutes`` are wall time of the training steps; the BLEU rounds between them are left out."""
-    import time
-
     model = tiny_model(data)
-    waits = {True: [], False: []}  # seconds slept in training steps and in the validation translations
-
-    def wait(module, args):
-        seconds = 0.05 if module.training else 0.5
-        waits[module.training].append(seconds)
-        time.sleep(seconds)
-
-    model.encoder.register_forward_pre_hook(wait)
+    waits = sleepy_encoder(model, in_steps=0.05, in_evaluation=0.5)  # in the steps, in the validation translations
     history, curve = tr.train_with_bleu(model, data, steps=4, eval_every=2, valid_sentences=4, batch_size=8,
                                         warmup_steps=2, seed=0, progress=False)  # fmt: skip
     stepping = sum(waits[True])
