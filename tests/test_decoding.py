@@ -97,6 +97,17 @@ def test_beam_search_goes_on_while_a_live_hypothesis_can_still_win():
     assert beam_search(stub, SRC[:1], max_len=5, beam_size=2, alpha=0.0).tolist() == [[EOS]]
 
 
+def test_the_stopping_rule_bounds_a_live_hypothesis_at_max_len():
+    # After step 1 "<eos>" is finished (log 0.45 = -0.799) and "A" is live (log 0.30). "A" can
+    # still win only because its bound is normalised at max_len: -1.204 / lp(8) = -0.257. A
+    # bound normalised at its current length, -1.204 / lp(2) = -0.885, would stop the search
+    # and return "<eos>", although "A C D <eos>" scores -1.204 / lp(4) = -0.535.
+    stub = MarkovStub({BOS: {EOS: 0.45, A: 0.30, B: 0.25}, A: {C: 1.0}, B: {EOS: 1.0}, C: {D: 1.0}, D: {EOS: 1.0}})
+    out, score = beam_search(stub, SRC[:1], max_len=8, beam_size=2, alpha=2.0, return_scores=True)
+    assert out.tolist() == [[A, C, D, EOS]]
+    torch.testing.assert_close(score, torch.tensor([math.log(0.30) / length_penalty(4, 2.0)]))
+
+
 def test_beam_width_one_equals_greedy_on_a_transformer():
     torch.manual_seed(0)
     model = tl.Transformer(tl.TransformerConfig.preset("tiny", src_vocab_size=9, tgt_vocab_size=9)).eval()
