@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -103,10 +104,24 @@ def test_similar_sentences_score_higher(ours):
     assert sims[0, 1] > 0.7 > sims[0, 2]
 
 
-def test_long_sentences_are_cut_at_256_word_pieces(ours):
+def test_long_sentences_are_cut_at_256_word_pieces_with_a_warning(ours):
     encoder, tokenizer = ours
-    tokens, ids, _, _ = pretrained.encode_sentences(encoder, tokenizer, ["word " * 400])
-    assert ids.shape == (1, 256) and tokens[0][-1] == "[SEP]"
+    # 400 words, one piece each: [CLS], 254 words and [SEP] are kept, 146 words dropped
+    with pytest.warns(UserWarning, match=r"sentences\[1\] is longer than the 256 word pieces .* last 146 word"):
+        tokens, ids, _, _ = pretrained.encode_sentences(encoder, tokenizer, ["Hello!", "word " * 400])
+    assert ids.shape == (2, 256) and tokens[1][-1] == "[SEP]"
+    # 600 words overflow into two extra pieces of the tokenizer's output: all 346 are counted
+    with pytest.warns(UserWarning, match=r"sentences\[0\] .* last 346 word"):
+        tl.sentence_embeddings(encoder, tokenizer, ["word " * 600])
+
+
+def test_sentences_that_fit_raise_no_warning(ours):
+    encoder, tokenizer = ours
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        # 254 words and [CLS], [SEP]: exactly the limit
+        _, ids, _, _ = pretrained.encode_sentences(encoder, tokenizer, ["word " * 254, "Hello!"])
+    assert ids.shape == (2, 256)
 
 
 def test_mean_pool_ignores_padding():

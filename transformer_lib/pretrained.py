@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,7 @@ def load_pretrained_encoder(path_or_id: str | Path | None = None):
     Returns:
         ``(encoder, tokenizer)``: the model (no masked-LM head; a pooler if the
         checkpoint has one) and a ``tokenizers.Tokenizer`` that pads each batch to its
-        longest sentence and cuts sentences at 256 word pieces.
+        longest sentence and cuts sentences at 256 word pieces (``encode_sentences`` warns when it does).
     """
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
@@ -219,8 +220,31 @@ def _check_sentences(sentences: Any) -> list[str]:
     return list(sentences)
 
 
+def _warn_if_cut(batch, tokenizer) -> None:
+    """Warn when the tokenizer's truncation dropped word pieces: the model then reads only the start."""
+    for i, encoding in enumerate(batch):
+        # the pieces past the limit come back as `overflowing` encodings, framed by
+        # [CLS] and [SEP] and padded: count only their real, non-special tokens
+        dropped = sum(
+            real and not special
+            for extra in encoding.overflowing
+            for real, special in zip(extra.attention_mask, extra.special_tokens_mask)
+        )
+        if dropped:
+            limit = (tokenizer.truncation or {}).get("max_length", len(encoding.ids))
+            warnings.warn(
+                f"sentences[{i}] is longer than the {limit} word pieces (with [CLS] and [SEP]) the model reads: "
+                f"its last {dropped} word piece(s) were dropped",
+                stacklevel=3,
+            )
+
+
 def encode_sentences(encoder: EncoderOnlyModel, tokenizer, sentences: Sequence[str]):
     """Tokenise a batch and run the encoder; every layer's vectors, for inspection.
+
+    A sentence longer than the tokenizer's limit (256 word pieces with ``[CLS]`` and
+    ``[SEP]`` for all-MiniLM-L6-v2, fewer than the 512 rows of its position table) is cut
+    to that limit, with a ``UserWarning`` naming the limit and how many pieces were dropped.
 
     Returns:
         ``(tokens, ids, src_mask, hidden_states)``: the word pieces of each sentence
@@ -235,6 +259,7 @@ def encode_sentences(encoder: EncoderOnlyModel, tokenizer, sentences: Sequence[s
         )
     sentences = _check_sentences(sentences)
     batch = tokenizer.encode_batch(sentences)
+    _warn_if_cut(batch, tokenizer)
     ids = torch.tensor([e.ids for e in batch])  # (batch, seq)
     # True at real tokens: the padding mask of chapter 05, from the tokenizer's own record
     src_mask = torch.tensor([e.attention_mask for e in batch], dtype=torch.bool)[:, None, None, :]  # (batch, 1, 1, seq)
