@@ -67,6 +67,16 @@ from .set05_layers_decoding import (
     check_greedy_decode,
     check_layer_norm,
 )
+from .set08_generation import (
+    cache_of,
+    check_attention_over_sequence,
+    check_attention_step,
+    check_sample_tokens,
+    check_temperature_probs,
+    check_top_k_filter,
+    check_top_p_filter,
+    sinusoidal_table,
+)
 
 __all__ = [
     "ATOL",
@@ -74,8 +84,11 @@ __all__ = [
     "RTOL",
     "Replay",
     "ToyLanguageModel",
+    "cache_of",
     "call",
+    "check_attention_over_sequence",
     "check_attention_scores",
+    "check_attention_step",
     "check_causal_mask",
     "check_cosine_attention",
     "check_cosine_similarity",
@@ -91,11 +104,15 @@ __all__ = [
     "check_offset_matrix",
     "check_padding_mask",
     "check_rotation_matrix",
+    "check_sample_tokens",
     "check_shift_encoding",
     "check_sinusoidal_encoding",
     "check_softmax",
     "check_softmax_with_temperature",
     "check_split_heads",
+    "check_temperature_probs",
+    "check_top_k_filter",
+    "check_top_p_filter",
     "expect_array",
     "expect_order",
     "expect_tuple",
@@ -103,5 +120,6 @@ __all__ = [
     "load_answer",
     "random_params",
     "save_answer",
+    "sinusoidal_table",
     "to_plain",
 ]
