@@ -74,6 +74,12 @@ ABLATIONS_ARGS ?=
 ablations: $(STAMP)
 	$(BIN)/python scripts/ablations.py $(ABLATIONS_ARGS)
 
+# the two toy models whose attention chapters 10 and 11 read, into transformer_lib/records/toy_models/
+# (weights, settings and what each run recorded; about a minute on one thread)
+.PHONY: toy-models
+toy-models: $(STAMP)
+	$(BIN)/python scripts/train_toy_models.py
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 
