@@ -20,6 +20,7 @@ from typing import Any
 
 from .autograders import load_release, question_key, restore_changes, snapshot
 from .discover import discover, inspect
+from .files import Refused, SubmittedFolder
 from .jobs import Job, job_cpu_seconds, read_library_flags, start_job, stop_job
 from .sandbox import JobUsers, Limits, sandbox_kind
 from .scores import STATUS_ORDER, ScoreTable, finish_job, fmt_points
@@ -46,7 +47,6 @@ def grade_folder(
     ``table``, when given, receives the :class:`ScoreTable` (its ``checksum`` once written).
     """
     import tqdm as tqdm_module
-    from tqdm import tqdm
 
     tqdm_module.tqdm.monitor_interval = 0  # no monitor thread
     limits = limits or Limits()
@@ -66,7 +66,21 @@ def grade_folder(
     if not sets:
         raise SystemExit(f"no autograders under {release}: run `make exercises` first")
     release_before = snapshot(release)
-    subs = discover(submissions, skip={journal.out, journal.journal_path})
+    folder = SubmittedFolder(submissions)  # every submission is read through it: no link is followed
+    try:
+        return _grade(folder, journal, sets, release, release_before, jobs, limits, keep, progress, workdir,
+                      sandboxed)
+    finally:
+        folder.close()
+
+
+def _grade(folder: SubmittedFolder, journal: ScoreTable, sets: dict, release: Path, release_before: dict,
+           jobs: int, limits: Limits, keep: bool, progress: bool, workdir: Path | None,
+           sandboxed: bool) -> list[dict[str, Any]]:
+    """The batch of :func:`grade_folder`, once the table, the release and the folder are open."""
+    from tqdm import tqdm
+
+    subs = discover(folder, skip={journal.out, journal.journal_path})
     for sub in subs:
         inspect(sub, sets)
 
@@ -87,9 +101,9 @@ def grade_folder(
                     job = start_job(sub, sets[sub.exercise], limits, base, uid)
                     job.slot = slot
                     running.append(job)
-                except Exception as e:  # the copy could not be written: report it, go on
+                except Exception as e:  # the copy could not be written: report it (its kind only), go on
                     sub.status = "not a notebook"
-                    sub.detail = f"cannot be prepared for grading: {str(e)[:120]}"
+                    sub.detail = f"cannot be prepared for grading ({type(e).__name__})"
                     bar.update(1)
             time.sleep(0.2)
             for job in list(running):
@@ -108,9 +122,9 @@ def grade_folder(
                     stop_job(job)
                     try:
                         finish_job(job, sets[job.sub.exercise], limits)
-                    except Exception as e:  # never lose a row
+                    except Exception as e:  # never lose a row; its message could quote what the job wrote
                         job.sub.row = {}
-                        job.sub.status, job.sub.detail = "error", f"the grader failed on it: {str(e)[:200]}"
+                        job.sub.status, job.sub.detail = "error", f"the grader failed on it ({type(e).__name__})"
                     running.remove(job)
                     journal.record(job.sub)
                     if not keep:
@@ -138,12 +152,14 @@ def grade_folder(
             sub.row = {"submission": sub.name, "exercise": sub.exercise, "status": sub.status,
                        "total": "0", "possible": fmt_points(sum(sets[sub.exercise].possible.values()))
                        if sub.exercise in sets else "", "seconds": "0.0", "detail": sub.detail}
-        try:
-            if sub.sha256 and hashlib.sha256(sub.path.read_bytes()).hexdigest() != sub.sha256:
+        if sub.sha256:
+            try:
+                changed = hashlib.sha256(sub.read()).hexdigest() != sub.sha256
+            except (Refused, OSError):  # replaced by a link, removed, grown: not read again
+                changed = True
+            if changed:
                 sub.row["detail"] = (sub.row["detail"] + "; " if sub.row["detail"] else "") + \
                     "the file changed while the batch ran"
-        except OSError:
-            pass
         rows.append(sub.row)
     used = [q for q in questions if any(q in r for r in rows)]
     columns = ["submission", "exercise", "status", *used, "total", "possible", "seconds", "detail"]
@@ -177,8 +193,10 @@ def main(argv: list[str] | None = None) -> None:
                         trusted=args.trusted)
     counts: dict[str, int] = {}
     for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if s in counts)
+        status = r["status"].split(":")[0]  # "not a regular file: a symbolic link" counts as "not a regular file"
+        counts[status] = counts.get(status, 0) + 1
+    order = STATUS_ORDER + sorted(set(counts) - set(STATUS_ORDER))
+    summary = ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
     print(f"graded {len(rows)} submission(s) ({summary}) into {args.out}")
     print(f"sha256 of {args.out}: {table[0].checksum}  (check it with: sha256sum {args.out})")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .autograders import CHECKS_MODULE, LIBRARY, ExerciseSet
-from .discover import Submission, prepare_copy
+from .discover import Submission, prepare_copy, quiet_nbformat
 from .sandbox import JobCgroup, Limits, apply_limits, bwrap_command
 
 WORKER = Path(__file__).resolve().parent / "worker.py"  # copied into each job folder and run there
@@ -182,7 +182,8 @@ def start_job(sub: Submission, info: ExerciseSet, limits: Limits, base: Path, ui
     (startup / "00-grader.py").write_text(KERNEL_STARTUP)
     (job_dir / "autograder.zip").write_bytes(info.zip_bytes)  # a fresh copy for every submission
     shutil.copy(WORKER, job_dir / WORKER.name)
-    nbformat.write(prepare_copy(sub.notebook, info.name), str(job_dir / "work" / f"{info.name}.ipynb"))
+    with quiet_nbformat():  # its validation errors would quote the notebook on the console
+        nbformat.write(prepare_copy(sub.notebook, info.name), str(job_dir / "work" / f"{info.name}.ipynb"))
     flag = job_dir / LIBRARY_FLAG
     os.mkfifo(flag, 0o622)
     os.chmod(flag, 0o622)

@@ -24,21 +24,22 @@ from typing import Any
 
 from .autograders import CHECKS_MODULE, ExerciseSet
 from .discover import Submission
+from .files import Refused, copy_regular_files, read_file, read_tail
 from .jobs import CPU_LIMIT_MESSAGE, Job
 from .sandbox import Limits
 
-STATUS_ORDER = ["ok", "error", "tampered", "out of memory", "timeout", "not a notebook", "empty",
-                "unknown exercise"]
+STATUS_ORDER = ["ok", "error", "tampered", "out of memory", "timeout", "not a notebook", "not a regular file",
+                "empty", "unknown exercise"]
+MAX_RESULT_BYTES = 5_000_000  # the worker's result.json
+MAX_RECORD_FILES, MAX_RECORD_TOTAL = 10_000, 256_000_000  # what is copied of a record folder
 
 
-def _tail(path: Path, n: int = 4000) -> str:
-    """The last ``n`` bytes of a file, as text ("" when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - n))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def _tail(job_dir: Path, parts: tuple[str, ...], n: int = 4000) -> str:
+    """The last ``n`` bytes of a regular file the job wrote, as text ("" when it is not one, or unreadable).
+
+    The job could have replaced the file with a link or a FIFO: see :func:`.files.read_tail`.
+    """
+    return read_tail(job_dir, parts, n).decode("utf-8", "replace")
 
 
 def fmt_points(x: float) -> str:
@@ -47,7 +48,11 @@ def fmt_points(x: float) -> str:
 
 
 def verify(info: ExerciseSet, record_dir: Path) -> dict[str, float]:
-    """Rerun the set's tests in this clean process on the recorded answers; points per question."""
+    """Rerun the set's tests in this clean process on the recorded answers; points per question.
+
+    ``record_dir`` must be the grader's own: :func:`finish_job` passes a copy of the regular files
+    the job recorded (:func:`copy_records`), never the job's folder itself.
+    """
     from otter.test_files import ExceptionTestFile
 
     checks = info.checks
@@ -86,12 +91,28 @@ def record_folder_is_private(job: Job) -> bool:
 
 
 def _worker_result(job: Job) -> dict[str, Any]:
-    """What the worker wrote in ``work/result.json`` (an untrusted claim), or {} if nothing readable."""
+    """What the worker wrote in ``work/result.json`` (an untrusted claim), or {} if nothing readable.
+
+    Read only if it is a regular file of at most ``MAX_RESULT_BYTES`` (the job may have replaced
+    it with a link, a FIFO or a huge file).
+    """
     try:
-        loaded = json.loads((job.dir / "work" / "result.json").read_text()[:5_000_000])
-    except (OSError, ValueError):
+        loaded = json.loads(read_file(job.dir, ("work", "result.json"), MAX_RESULT_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError, Refused):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def copy_records(info: ExerciseSet, job: Job, dest: Path) -> int:
+    """Copy the regular files of the job's record folder into ``dest`` (the grader's); how many were left out.
+
+    Links, FIFOs and other entries the job may have put there are never read, nor are answers
+    larger than the checks would load, nor more than ``MAX_RECORD_FILES`` files or
+    ``MAX_RECORD_TOTAL`` bytes.
+    """
+    recording = getattr(info.checks, "recording", None)
+    max_file = int(getattr(recording, "MAX_RECORD_BYTES", 8_000_000))
+    return copy_regular_files(job.dir / "record", dest, max_file, MAX_RECORD_FILES, MAX_RECORD_TOTAL)
 
 
 def _out_of_memory(error: dict) -> bool:
@@ -102,13 +123,15 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     """Score a finished (or killed) job and fill in its row."""
     sub = job.sub
     seconds = time.monotonic() - job.start
-    verified = verify(info, job.dir / "record")
+    with tempfile.TemporaryDirectory(prefix="records-") as copy:
+        left_out = copy_records(info, job, Path(copy))
+        verified = verify(info, Path(copy))
     result = _worker_result(job)
     claimed = result.get("claimed") if isinstance(result.get("claimed"), dict) else {}
     errors = [e for e in result.get("errors", []) if isinstance(e, dict)] if isinstance(
         result.get("errors"), list) else []
     fatal = str(result.get("fatal", ""))
-    output_tail = _tail(job.dir / "work" / "worker.out")
+    output_tail = _tail(job.dir, ("work", "worker.out"))
 
     total, possible = sum(verified.values()), sum(info.possible.values())
     try:
@@ -170,6 +193,9 @@ def finish_job(job: Job, info: ExerciseSet, limits: Limits) -> None:
     if not private:
         details.append("its record folder was reachable by other jobs, so a mismatch is not counted as its "
                        "own")
+    if left_out:
+        details.append(f"{left_out} entr{'y' if left_out == 1 else 'ies'} of its record folder were not read "
+                       "(not a regular file, or too large)")
     if sub.mentions_library:
         details.append("the code mentions transformer_lib (answers should be the student's own code)")
     sub.row = {
@@ -202,8 +228,10 @@ class ScoreTable:
             raise SystemExit(f"--out must be a file path, got the folder {self.out}")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.journal_path = self.out.with_name(self.out.name + ".journal")
-        try:
-            self.journal = open(self.journal_path, "w", encoding="utf-8")
+        try:  # never through a link planted where the journal goes
+            fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644)
+            self.journal = open(fd, "w", encoding="utf-8")
         except OSError as e:
             raise SystemExit(f"--out: cannot write beside {self.out}: {e.strerror or e}") from None
         self.checksum = ""
