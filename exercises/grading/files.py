@@ -74,12 +74,15 @@ def _open_dir(name: str, dir_fd: int | None, where: str) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as e:
-        if e.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
-            raise not_regular("a symbolic link", f"the folder {where} on its path is a symbolic link, never "
-                                                  "followed; nothing was read") from None
-        if e.errno == errno.ENOTDIR:
-            raise Refused("not a notebook", f"{where} on its path is no longer a folder; nothing was read") from None
-        raise Refused("not a notebook", f"the file cannot be read: {e.strerror or type(e).__name__}") from None
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused("not a notebook", f"the file cannot be read: {e.strerror or type(e).__name__}") from None
+    try:  # O_NOFOLLOW | O_DIRECTORY met something else than a folder: say what (a look, not a read)
+        kind = kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        kind = "gone"
+    if kind == "a symbolic link":
+        raise not_regular(kind, f"{where} on its path is a symbolic link, never followed; nothing was read")
+    raise Refused("not a notebook", f"{where} on its path is no longer a folder; nothing was read")
 
 
 def open_regular(dir_fd: int, parts: tuple[str, ...],
