@@ -194,13 +194,250 @@ def attention_step(x, K_cache, V_cache, pe, params):
 """,
 }
 
+# --------------------------------------------------------------------------------------------
+# Set 09: beam search with length normalisation, clipped counts, the brevity penalty, corpus BLEU
+# --------------------------------------------------------------------------------------------
+
+_BEAM = """
+def beam_search(scorer, max_len, beam_size, alpha, *, bos_id=1, eos_id=2):
+    def lp(n):
+        return {lp}
+
+    beams, finished = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        candidates = sorted(((score + float(value), tokens + [v]) for tokens, score in beams
+                             for v, value in enumerate(scorer(tokens))), key=lambda c: -c[0])
+        beams = []
+        for rank, (score, tokens) in enumerate(candidates):
+            if tokens[-1] == eos_id and {finish}:
+                if rank < beam_size:
+                    finished.append((score / lp(len(tokens) - 1), tokens[1:]))
+            else:
+                beams.append((tokens, score))
+            if len(beams) == beam_size:
+                break
+        if not beams:
+            break
+    finished += [(s / lp(len(t) - 1), t[1:]) for t, s in beams if len(t) == max_len + 1]
+    return max(finished, key=lambda f: f[0])[1]
+"""
+
+
+def _beam(lp: str = "((5 + n) / 6) ** alpha", finish: str = "True") -> str:
+    return _BEAM.format(lp=lp, finish=finish)
+
+
+_CLIPPED = """
+from collections import Counter
+
+def clipped_counts(hypothesis, references, n):
+    def grams(tokens):
+        return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    hyp = grams(hypothesis)
+    refs = [grams(r) for r in references]
+    return sum(min(c, {clip}) for g, c in hyp.items()), sum(hyp.values())
+"""
+
+_BREVITY = """
+import math
+
+def brevity_penalty(hypotheses, references):
+    c = sum(len(h) for h in hypotheses)
+    r = sum({pick} for h, refs in zip(hypotheses, references))
+    return 1.0 if c >= r else math.exp(1 - r / c)
+"""
+
+SLIPS_09 = {
+    "beam scores not normalised": ("09_translation", "q1", "beam_search", _beam(lp="1.0"),
+                                   ["beam_search", "not normalised", "lp(n) = ((5 + n) / 6) ** alpha"]),
+    "beam scores normalised twice": ("09_translation", "q1", "beam_search", _beam(lp="((5 + n) / 6) ** (2 * alpha)"),
+                                     ["beam_search", "normalised twice", "once"]),
+    "finished beams kept expanding": ("09_translation", "q1", "beam_search", _beam(finish="False"),
+                                      ["beam_search", "finished beams kept expanding"]),
+    "BLEU counts without clipping": ("09_translation", "q2", "clipped_counts",
+                                     _CLIPPED.format(clip="(c if any(r[g] for r in refs) else 0)"),
+                                     ["clipped_counts", "without clipping", "any one reference"]),
+    "BLEU without clipping": ("09_translation", "q4", "corpus_bleu", _CLIPPED.format(
+        clip="(c if any(r[g] for r in refs) else 0)") + _BREVITY.format(
+        pick="min((len(x) for x in refs), key=lambda x: (abs(x - len(h)), x))") + """
+def corpus_bleu(hypotheses, references):
+    hyps, refs = [h.split() for h in hypotheses], [[r.split() for r in rs] for rs in references]
+    counts = [[clipped_counts(h, rs, n) for h, rs in zip(hyps, refs)] for n in range(1, 5)]
+    logs = [math.log(sum(m for m, _ in c) / sum(t for _, t in c)) for c in counts]
+    return 100 * brevity_penalty(hyps, refs) * math.exp(sum(logs) / 4)
+""", ["corpus_bleu", "without clipping"]),
+    "brevity penalty against the shortest reference": (
+        "09_translation", "q3", "brevity_penalty", _BREVITY.format(pick="min(len(x) for x in refs)"),
+        ["brevity_penalty", "shortest reference", "closest"]),
+    "brevity penalty against the average reference length": (
+        "09_translation", "q3", "brevity_penalty",
+        _BREVITY.format(pick="sum(len(x) for x in refs) / len(refs)"), ["brevity_penalty", "average", "closest"]),
+    "brevity penalty per sentence": ("09_translation", "q3", "brevity_penalty", """
+import math
+
+def brevity_penalty(hypotheses, references):
+    penalties = []
+    for h, refs in zip(hypotheses, references):
+        r = min((len(x) for x in refs), key=lambda x: (abs(x - len(h)), x))
+        penalties.append(1.0 if len(h) >= r else math.exp(1 - r / len(h)))
+    return sum(penalties) / len(penalties)
+""", ["brevity_penalty", "per sentence", "summed over all sentences"]),
+}
+
+ALTERNATIVES_09 = {
+    "a heap of candidates, Counter intersections, numpy for the mean of the logarithms": """
+import heapq
+import math
+from collections import Counter
+
+
+def beam_search(scorer, max_len, beam_size, alpha, *, bos_id=1, eos_id=2):
+    live = [(0.0, (bos_id,))]
+    done = []
+    for _ in range(max_len):
+        heap = []
+        for score, prefix in live:
+            for token, value in enumerate(np.asarray(scorer(list(prefix)), dtype=float)):
+                heap.append((score + value, prefix + (token,)))
+        ranked = heapq.nlargest(2 * beam_size, heap, key=lambda item: item[0])
+        live = []
+        for position, (score, prefix) in enumerate(ranked):
+            if prefix[-1] == eos_id:
+                if position < beam_size:
+                    n = len(prefix) - 1
+                    done.append((score / ((5 + n) / 6) ** alpha, list(prefix[1:])))
+            elif len(live) < beam_size:
+                live.append((score, prefix))
+        if not live:
+            break
+    else:
+        done += [(score / ((5 + len(p) - 1) / 6) ** alpha, list(p[1:])) for score, p in live]
+    return max(done, key=lambda d: d[0])[1]
+
+
+def clipped_counts(hypothesis, references, n):
+    def grams(tokens):
+        return Counter(zip(*(tokens[i:] for i in range(n))))
+    hyp = grams(hypothesis)
+    best = Counter()
+    for ref in references:
+        best |= grams(ref)  # union: the largest count in any one reference
+    return sum((hyp & best).values()), sum(hyp.values())  # intersection: the clipped counts
+
+
+def brevity_penalty(hypotheses, references):
+    c = sum(map(len, hypotheses))
+    r = sum(sorted((abs(len(ref) - len(h)), len(ref)) for ref in refs)[0][1]
+            for h, refs in zip(hypotheses, references))
+    if c == 0:
+        return 0.0
+    return float(np.exp(min(0.0, 1 - r / c)))
+
+
+def corpus_bleu(hypotheses, references):
+    hyps = [h.split() for h in hypotheses]
+    refs = [[r.split() for r in rs] for rs in references]
+    stats = np.array([[clipped_counts(h, rs, n) for n in range(1, 5)] for h, rs in zip(hyps, refs)]).sum(axis=0)
+    matches, totals = stats[:, 0].astype(float), stats[:, 1].astype(float)
+    if not matches.any():
+        return 0.0
+    zero = matches == 0
+    smoothed = np.where(zero, 1.0 / (2.0 ** np.cumsum(zero) * totals), matches / np.maximum(totals, 1))
+    return float(100 * brevity_penalty(hyps, refs) * np.exp(np.log(smoothed).mean()))
+""",
+    "vectorised beam steps, dictionaries, a product of precisions": """
+import math
+
+
+def beam_search(scorer, max_len, beam_size, alpha, *, bos_id=1, eos_id=2):
+    prefixes, scores = [[bos_id]], np.zeros(1)
+    best, best_tokens = -np.inf, None
+    for step in range(1, max_len + 1):
+        table = scores[:, None] + np.stack([scorer(p) for p in prefixes])  # (live, vocab)
+        order = np.argsort(-table, axis=None, kind="stable")
+        rows, cols = np.unravel_index(order, table.shape)
+        new_prefixes, new_scores = [], []
+        for rank, (i, j) in enumerate(zip(rows, cols)):
+            if j == eos_id:
+                if rank < beam_size:
+                    normalised = table[i, j] / ((5 + step) / 6) ** alpha
+                    if normalised > best:
+                        best, best_tokens = normalised, prefixes[i][1:] + [eos_id]
+                continue
+            new_prefixes.append(prefixes[i] + [int(j)])
+            new_scores.append(table[i, j])
+            if len(new_prefixes) == beam_size:
+                break
+        if not new_prefixes:
+            break
+        prefixes, scores = new_prefixes, np.array(new_scores)
+        if step == max_len:
+            for p, s in zip(prefixes, scores):
+                normalised = s / ((5 + step) / 6) ** alpha
+                if normalised > best:
+                    best, best_tokens = normalised, p[1:]
+    return [int(t) for t in best_tokens]
+
+
+def clipped_counts(hypothesis, references, n):
+    def grams(tokens):
+        counts = {}
+        for i in range(len(tokens) - n + 1):
+            key = " ".join(tokens[i:i + n])
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+    hyp = grams(hypothesis)
+    ref_counts = [grams(r) for r in references]
+    matches = 0
+    for gram, count in hyp.items():
+        matches += min(count, max(rc.get(gram, 0) for rc in ref_counts))
+    return matches, max(0, len(hypothesis) - n + 1)
+
+
+def brevity_penalty(hypotheses, references):
+    c = r = 0
+    for h, refs in zip(hypotheses, references):
+        c += len(h)
+        closest = None
+        for ref in refs:
+            if closest is None or abs(len(ref) - len(h)) < abs(closest - len(h)) or (
+                    abs(len(ref) - len(h)) == abs(closest - len(h)) and len(ref) < closest):
+                closest = len(ref)
+        r += closest
+    if c >= r:
+        return 1.0
+    return 0.0 if c == 0 else math.exp(1 - r / c)
+
+
+def corpus_bleu(hypotheses, references):
+    hyps = [h.split() for h in hypotheses]
+    refs = [[r.split() for r in rs] for rs in references]
+    product, halvings, any_match = 1.0, 1, False
+    for n in range(1, 5):
+        m = t = 0
+        for h, rs in zip(hyps, refs):
+            a, b = clipped_counts(h, rs, n)
+            m, t = m + a, t + b
+        any_match = any_match or m > 0
+        if m == 0:
+            halvings *= 2
+            product *= 1 / (halvings * t)
+        else:
+            product *= m / t
+    return 100 * brevity_penalty(hyps, refs) * product ** 0.25 if any_match else 0.0
+""",
+}
+
+
 ANSWERS = {
     "08_generation": {"q1": "temperature_probs", "q2": "top_k_filter", "q3": "top_p_filter",
                       "q4": "sample_tokens", "q5": "attention_step"},
+    "09_translation": {"q1": "beam_search", "q2": "clipped_counts", "q3": "brevity_penalty", "q4": "corpus_bleu"},
 }
 
-SLIPS = {**SLIPS_08}
-ALTERNATIVES = {**{("08_generation", k): v for k, v in ALTERNATIVES_08.items()}}
+SLIPS = {**SLIPS_08, **SLIPS_09}
+ALTERNATIVES = {**{("08_generation", k): v for k, v in ALTERNATIVES_08.items()},
+                **{("09_translation", k): v for k, v in ALTERNATIVES_09.items()}}
 
 
 @pytest.mark.parametrize("slip", sorted(SLIPS))
