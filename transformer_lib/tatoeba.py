@@ -1,7 +1,7 @@
 """The Tatoeba English-French pairs: the corpus, its vocabularies and the split by English sentence.
 
 The data are 76,036 English-French sentence pairs of the Tatoeba Project (tatoeba.org,
-CC BY 2.0 FR), 1 to 9 English words each, stored in ``data/tatoeba/``; many English
+CC BY 2.0 FR), 1 to 9 English words each, shipped in ``transformer_lib/data/tatoeba/``; many English
 sentences have several French translations. Read top to bottom:
 
 * :func:`load_pairs`: the ``(english, french)`` pairs as their contributors wrote them.
@@ -27,10 +27,11 @@ import numpy as np
 
 from . import _checks
 from .data import Vocab
+from .resources import data_path
 from .tasks import Seq2SeqDataset
 from .words import normalise, tokenise
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "tatoeba" / "eng-fra-tatoeba-short.tsv.gz"
+DATA_FILE = data_path("tatoeba", "eng-fra-tatoeba-short.tsv.gz")  # package data (transformer_lib.resources)
 DATA_MD5 = "962d675ce104c1e2763bb6c5bb2da1fe"  # of the decompressed file
 UNK = "<unk>"
 UNK_ID = 3  # after <pad>, <bos>, <eos>

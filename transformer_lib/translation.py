@@ -33,6 +33,7 @@ from .checkpoints import load_checkpoint, save_checkpoint
 from .data import Vocab, make_batch
 from .decoding import beam_search, greedy_decode
 from .optim import make_optimizer
+from .resources import records_path
 from .tatoeba import (
     DATA_FILE,
     DATA_MD5,
@@ -61,7 +62,7 @@ __all__ = [
 ]  # fmt: skip
 
 #: the shipped model and its record, written by ``make translation`` (scripts/train_translation.py)
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "translation"
+RESULTS_DIR = records_path("translation")  # package data (transformer_lib.resources)
 
 
 # ---------------------------------------------------------------------------------------
