@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ._extras import require
 from .config import TransformerConfig
 from .lm import DecoderOnlyModel
 
@@ -143,7 +144,7 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
     naming every field of ``config`` that GPT-2 cannot express (post-norm, sinusoidal or
     rotary positions, scaled embeddings, token types, the ablation switches, ...).
     """
-    from transformers import GPT2Config
+    GPT2Config = require("transformers", "tl.gpt2.gpt2_config").GPT2Config
 
     if not isinstance(config, TransformerConfig):
         raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
@@ -281,7 +282,7 @@ def load_gpt2_tensors(model: DecoderOnlyModel, tensors: dict[str, torch.Tensor])
 
 def _load_hf(model_or_path: Any) -> GPT2LMHeadModel:
     """A ``GPT2LMHeadModel`` from an instance, a local folder or a Hub id."""
-    from transformers import GPT2LMHeadModel
+    GPT2LMHeadModel = require("transformers", "tl.from_gpt2").GPT2LMHeadModel
 
     if isinstance(model_or_path, GPT2LMHeadModel):
         return model_or_path
@@ -338,7 +339,7 @@ def to_gpt2(model: DecoderOnlyModel, **overrides: Any) -> GPT2LMHeadModel:
         The model with our dtype, device and mode; its ``log_softmax(logits)`` equals
         our output.
     """
-    from transformers import GPT2LMHeadModel
+    GPT2LMHeadModel = require("transformers", "tl.to_gpt2").GPT2LMHeadModel
 
     if not isinstance(model, DecoderOnlyModel):
         raise TypeError(f"model must be a DecoderOnlyModel, got {type(model).__name__}")

