@@ -150,3 +150,13 @@ from .translation import (  # noqa: E402
 
 __all__ += ["TranslationData", "corpus_bleu", "load_pairs", "load_translation_model", "make_translation_data",
             "save_translation_model", "sentence_bleu", "train_with_bleu", "translate"]  # fmt: skip
+
+# Today's decoders (chapter 19): RMSNorm, SwiGLU, rotary layouts, grouped-query attention, tiled attention, Llama.
+from .layers import RMSNorm, glu_hidden_size  # noqa: E402
+from .llama import from_llama, to_llama  # noqa: E402
+from .positional import rotary_permutation  # noqa: E402
+from .tiled import online_softmax, peak_memory, tiled_attention  # noqa: E402
+from .torch_attention import KVCache, repeat_kv  # noqa: E402
+
+__all__ += ["KVCache", "RMSNorm", "from_llama", "glu_hidden_size", "online_softmax", "peak_memory", "repeat_kv",
+            "rotary_permutation", "tiled_attention", "to_llama"]  # fmt: skip

@@ -20,7 +20,16 @@ added to the embeddings), ``residual`` (the residual connections) and ``layer_no
 LayerNorm of the layers and the final one; BERT's ``embedding_norm`` is its own switch).
 PyTorch's modules and GPT-2 express only the defaults, so :func:`transformer_lib.to_torch`
 refuses a model built without them, naming the field.
-Taught in chapter 11 (and 14 for the BERT and GPT-2 presets).
+
+The parts of today's decoders (Llama, Mistral), each an option with the paper's part as its
+default: ``norm_type`` (``"rms"``: RMSNorm), ``ffn_type`` (``"glu"``: the gated
+feed-forward network, SwiGLU with ``activation="silu"``; ``d_ff=None`` then takes Llama's
+width, :func:`~transformer_lib.layers.glu_hidden_size`), ``num_kv_heads`` (grouped-query
+or multi-query attention), ``rotary_layout`` and ``rotary_base`` (which features rotary
+positions pair, and their frequency base), ``window`` (sliding-window self-attention in the
+decoder) and ``bias`` (biases in the attention and feed-forward projections; Llama has
+none). The ``"llama-tiny"`` preset puts them together.
+Taught in chapter 11 (and 14 for the BERT and GPT-2 presets, 19 for the modern options).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from typing import Any
 
 from . import _checks
 from .embeddings import POSITIONAL as ADDED_POSITIONS
-from .layers import ACTIVATIONS
+from .layers import ACTIVATIONS, FFN_TYPES, NORM_TYPES, glu_hidden_size
+from .positional import ROTARY_LAYOUTS
 
 ARCHITECTURES = ("encoder-decoder", "encoder-only", "decoder-only")
 # the positions the embeddings add, or "rotary": nothing added, the self-attentions rotate q and k
@@ -47,7 +57,7 @@ class TransformerConfig:
     d_model: int = 512  # width of every token vector
     num_heads: int = 8  # h, the heads of each attention; must divide d_model
     num_layers: int = 6  # N, layers in the encoder and in the decoder
-    d_ff: int = 2048  # width of the feed-forward network's hidden layer
+    d_ff: int | None = 2048  # feed-forward hidden width; None: 4 * d_model, or glu_hidden_size for "glu"
     dropout: float = 0.1  # P_drop, on embeddings, attention weights and every sublayer
     share_embeddings: bool = False  # one matrix for source and target embeddings (encoder-decoder)
     tie_output: bool = True  # the generator reuses the (target) embedding matrix
@@ -68,8 +78,20 @@ class TransformerConfig:
     attention_scale: bool = True  # divide q.k by sqrt(d_k); False: raw dot products
     residual: bool = True  # x + Sublayer(x); False: the sublayer's output replaces x
     layer_norm: bool = True  # the layers' LayerNorms and the final one; False: nn.Identity
+    # the parts of today's decoders (chapter 19); the defaults are the paper's
+    norm_type: str = "layer"  # "layer" (LayerNorm) or "rms" (RMSNorm), every norm of the stacks
+    ffn_type: str = "mlp"  # "mlp" (two matrices) or "glu" (gated, three: SwiGLU with activation="silu")
+    num_kv_heads: int | None = None  # key-value heads; None: num_heads; fewer: grouped-query; 1: multi-query
+    rotary_layout: str = "interleaved"  # rotary pairs (2k, 2k+1), or "half": (k, k + d_k/2) as Llama
+    rotary_base: float = 10000.0  # rotary positions' frequency base (Llama's rope_theta)
+    window: int | None = None  # sliding-window self-attention in the decoder: the keys each query sees
+    bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
 
     def __post_init__(self) -> None:
+        _checks.one_of(self.ffn_type, "ffn_type", FFN_TYPES)
+        if self.d_ff is None:  # the width that keeps the paper's parameter count (d_model is checked below)
+            d_model = _checks.positive_int(self.d_model, "d_model")
+            self.d_ff = glu_hidden_size(d_model) if self.ffn_type == "glu" else 4 * d_model
         for name in ("src_vocab_size", "tgt_vocab_size"):
             if getattr(self, name) is not None:
                 _checks.positive_int(getattr(self, name), name)
@@ -88,6 +110,21 @@ class TransformerConfig:
         if self.final_norm is not None:
             _checks.flag(self.final_norm, "final_norm")
         _checks.one_of(self.activation, "activation", ACTIVATIONS)
+        _checks.one_of(self.norm_type, "norm_type", NORM_TYPES)
+        _checks.flag(self.bias, "bias")
+        if self.num_kv_heads is not None:
+            _checks.positive_int(self.num_kv_heads, "num_kv_heads")
+            if self.num_heads % self.num_kv_heads:
+                raise ValueError(f"num_kv_heads must divide num_heads (each key-value head serves a group of "
+                                 f"query heads), got num_kv_heads={self.num_kv_heads} and "
+                                 f"num_heads={self.num_heads}")
+        _checks.one_of(self.rotary_layout, "rotary_layout", ROTARY_LAYOUTS)
+        _checks.positive_float(self.rotary_base, "rotary_base")
+        if self.window is not None:
+            _checks.positive_int(self.window, "window")
+            if self.architecture == "encoder-only":
+                raise ValueError("window applies to a decoder's causal self-attention, got window="
+                                 f"{self.window} for an encoder-only model")
         _checks.positive_float(self.layer_norm_eps, "layer_norm_eps")
         _checks.one_of(self.positional, "positional", POSITIONAL)
         if self.positional == "rotary" and self.d_model // self.num_heads % 2:
@@ -134,6 +171,11 @@ class TransformerConfig:
         """Width of one head, ``d_model / num_heads``."""
         return self.d_model // self.num_heads
 
+    @property
+    def kv_heads(self) -> int:
+        """The key-value heads of each attention: ``num_kv_heads``, or ``num_heads`` when it is ``None``."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
         """A named preset, optionally with some fields changed (``preset("tiny", src_vocab_size=13)``)."""
@@ -157,6 +199,13 @@ BERT = dict(
 GPT2 = dict(
     architecture="decoder-only", positional="learned", max_len=1024, scale_embeddings=False,
     activation="gelu_tanh", norm_first=True, generator_bias=False,
+)  # fmt: skip
+#: Llama's block (Touvron et al., 2023): pre-norm RMSNorm, SwiGLU, rotary positions in the half
+#: layout, no biases, no dropout, unscaled embeddings and an output layer of its own
+LLAMA = dict(
+    architecture="decoder-only", positional="rotary", rotary_layout="half", norm_type="rms", ffn_type="glu",
+    activation="silu", bias=False, norm_first=True, scale_embeddings=False, generator_bias=False,
+    tie_output=False, dropout=0.0, layer_norm_eps=1e-5, max_len=2048,
 )  # fmt: skip
 
 # Each preset's comment line: "name: its parameter count, from count_parameters(build_model(preset))".
@@ -191,6 +240,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # gpt-tiny: 112,384 parameters; the left-to-right model of chapter 14
     "gpt-tiny": dict(GPT2, tgt_vocab_size=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
                      dropout=0.0, max_len=128),
+    # llama-tiny: 209,984 parameters; a small Llama-style model (chapter 19): 2 key-value heads
+    "llama-tiny": dict(LLAMA, tgt_vocab_size=100, d_model=64, num_heads=4, num_kv_heads=2, num_layers=4,
+                       d_ff=192, max_len=128),
 }  # fmt: skip
 
 

@@ -71,8 +71,9 @@ ACTIVATIONS_FROM_GPT2 = {
     "gelu": "gelu",
     "gelu_python": "gelu",
     "relu": "relu",
+    "silu": "silu",
 }
-ACTIVATIONS_TO_GPT2 = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+ACTIVATIONS_TO_GPT2 = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "silu": "silu"}
 GPT2_VOCAB_SIZE = 50257  # GPT-2's byte-level BPE vocabulary; its last id, 50256, is <|endoftext|>
 # buffers that older GPT-2 checkpoints hold and that are not weights (the causal mask)
 _NOT_WEIGHTS = ("attn.bias", "attn.masked_bias")
@@ -88,7 +89,7 @@ def config_from_gpt2(hf_config: GPT2Config, dropout: float | None = None) -> Tra
 
     Raises ``ValueError`` naming the field for what our blocks cannot express: another
     ``model_type``, cross-attention, unscaled or layer-scaled attention, an activation
-    other than GELU (exact or tanh) or ReLU, or three different dropout rates.
+    other than GELU (exact or tanh), ReLU or SiLU, or three different dropout rates.
     """
     if isinstance(hf_config, dict):  # a config.json, read
         get = hf_config.get
@@ -159,12 +160,19 @@ def gpt2_config(config: TransformerConfig, **overrides: Any) -> GPT2Config:
         "attention_scale": (True, "GPT-2 divides q.k by sqrt(d_k)"),
         "residual": (True, "GPT-2's sublayers add to the residual stream"),
         "layer_norm": (True, "GPT-2 normalises before each sublayer and at the end"),
+        "norm_type": ("layer", "GPT-2's norms are LayerNorms"),
+        "ffn_type": ("mlp", "GPT-2's feed-forward network has two matrices"),
+        "bias": (True, "GPT-2's projections have biases"),
+        "window": (None, "GPT-2 attends to every earlier position"),
     }
     problems = [
         f"config.{field} must be {value!r} ({why}), got {getattr(config, field)!r}"
         for field, (value, why) in required.items()
         if getattr(config, field) != value
     ]
+    if config.kv_heads != config.num_heads:
+        problems.append(f"config.num_kv_heads must be None or num_heads (GPT-2's keys and values have as many "
+                        f"heads as its queries), got {config.num_kv_heads!r}")
     if config.final_norm is False:
         problems.append("config.final_norm must be None or True (GPT-2 ends with ln_f), got False")
     if problems:

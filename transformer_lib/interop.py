@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import TransformerConfig
-from .layers import ACTIVATIONS, AddNorm, DecoderLayer, EncoderLayer
+from .layers import ACTIVATIONS, AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .stacks import Decoder, Encoder
 from .torch_attention import MultiHeadAttention
 from .transformer import Transformer
@@ -310,21 +310,35 @@ def _lookup(table: dict[type | str, Converter], module: object, direction: str) 
 def check_expressible(module: nn.Module) -> None:
     """Raise ``ValueError`` naming every switch of ``module`` that PyTorch's modules cannot express.
 
-    ``nn.MultiheadAttention`` always divides by ``sqrt(d_k)`` and knows no rotary positions;
-    PyTorch's layers always add the residual and always normalise.
+    ``nn.MultiheadAttention`` always divides by ``sqrt(d_k)``, knows no rotary positions and
+    gives keys and values as many heads as queries; PyTorch's layers always add the
+    residual, always normalise with ``nn.LayerNorm``, and have a two-matrix feed-forward
+    network with biases; ``nn.TransformerDecoder`` has no sliding window.
     """
     problems = {}
+    if getattr(module, "window", None) is not None:
+        problems["window"] = f"window={module.window} (PyTorch's decoder has no sliding window)"
     for sub in module.modules():
         if isinstance(sub, MultiHeadAttention):
             if not sub.attention_scale:
                 problems["attention_scale"] = "attention_scale=False (PyTorch's attention divides by sqrt(d_k))"
             if sub.rotary:
                 problems["positional"] = "positional='rotary' (PyTorch's attention has no rotary positions)"
+            if sub.num_kv_heads != sub.num_heads:
+                problems["num_kv_heads"] = (f"num_kv_heads={sub.num_kv_heads} (PyTorch's attention has as many "
+                                            "key-value heads as query heads)")  # fmt: skip
         elif isinstance(sub, AddNorm):
             if not sub.residual:
                 problems["residual"] = "residual=False (PyTorch's layers always add the residual)"
             if not sub.layer_norm:
                 problems["layer_norm"] = "layer_norm=False (PyTorch's layers always normalise)"
+            elif not isinstance(sub.norm, nn.LayerNorm):
+                problems["norm_type"] = "norm_type='rms' (PyTorch's layers normalise with nn.LayerNorm)"
+        elif isinstance(sub, FeedForward):
+            if sub.kind != "mlp":
+                problems["ffn_type"] = f"ffn_type={sub.kind!r} (PyTorch's feed-forward network has two matrices)"
+            if sub.W_1.bias is None:
+                problems["bias"] = "bias=False (PyTorch's layers convert with biases)"
     if problems:
         raise ValueError(f"module cannot be expressed by PyTorch's modules: it was built with "
                          f"{'; '.join(problems.values())}; only the defaults convert")

@@ -3,12 +3,15 @@
 Read top to bottom, each piece uses only what came before it:
 
 * :class:`FeedForward`: ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2``, applied to every
-  position on its own (chapter 09).
+  position on its own (chapter 09); or, with ``kind="glu"``, the gated network of
+  Llama, ``(act(x W_1) * x W_3) W_2`` (SwiGLU with ``activation="silu"``, chapter 19).
+* :class:`RMSNorm`: layer normalisation without the mean and the bias (chapter 19).
 * :class:`AddNorm`: the residual connection with layer normalisation. The paper's
   post-norm ``LayerNorm(x + Dropout(Sublayer(x)))`` by default; the pre-norm
   ``x + Dropout(Sublayer(LayerNorm(x)))`` with ``norm_first=True`` (chapter 09). Two
   switches take a part away for controlled experiments: ``residual=False`` (the sublayer's
-  output replaces ``x`` instead of adding to it) and ``layer_norm=False`` (no normalisation).
+  output replaces ``x`` instead of adding to it) and ``layer_norm=False`` (no normalisation);
+  ``norm_type="rms"`` normalises with :class:`RMSNorm` instead of ``nn.LayerNorm``.
 * :class:`EncoderLayer`: self-attention, then the feed-forward network, each wrapped in
   Add & Norm (chapter 09).
 * :class:`DecoderLayer`: masked self-attention, encoder-decoder (cross) attention with
@@ -20,7 +23,10 @@ The layers pass two switches to their attentions (see
 :class:`~transformer_lib.torch_attention.MultiHeadAttention`): ``attention_scale`` (divide
 the scores by ``sqrt(d_k)``) to every attention, ``rotary`` (rotary position embeddings)
 to the self-attention only; and ``residual`` and ``layer_norm`` to every Add & Norm. The
-defaults are the paper's layer.
+defaults are the paper's layer. The options of today's decoders (chapter 19) pass the same
+way: ``num_kv_heads``, ``rotary_layout`` and ``rotary_base`` to the self-attention (and
+``num_kv_heads`` to the cross-attention), ``bias`` to every projection, ``ffn_type`` to
+the feed-forward network and ``norm_type`` to every Add & Norm.
 
 Masks follow the attention core: boolean, ``True`` where attention is allowed,
 broadcastable to ``(batch, heads, q_len, k_len)``.
@@ -54,7 +60,69 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "silu": F.silu,  # x * sigmoid(x), the "Swish" of SwiGLU (Llama)
 }
+FFN_TYPES = ("mlp", "glu")  # the paper's two-layer network, or the gated one of GLU variants
+NORM_TYPES = ("layer", "rms")  # nn.LayerNorm, or RMSNorm
+
+
+def glu_hidden_size(d_model: int, multiple_of: int = 256, multiplier: float | None = None) -> int:
+    """Llama's hidden width for a gated feed-forward network: ``2/3 * 4 d``, rounded up to ``multiple_of``.
+
+    A gated network has three matrices where the paper's has two; a hidden width of
+    ``2/3`` of ``4 * d_model`` keeps its parameter count that of the paper's network with
+    ``d_ff = 4 * d_model`` (Shazeer, 2020). Llama then multiplies by ``multiplier``
+    (its ``ffn_dim_multiplier``, ``None``: 1) and rounds up to a multiple of
+    ``multiple_of`` (256 in Llama), as Meta's code does. Llama 2 7B: ``d_model=4096`` gives
+    11008. Taught in chapter 19.
+    """
+    d_model = _checks.positive_int(d_model, "d_model")
+    multiple_of = _checks.positive_int(multiple_of, "multiple_of")
+    hidden = int(2 * 4 * d_model / 3)
+    if multiplier is not None:
+        hidden = int(_checks.positive_float(multiplier, "multiplier") * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer normalisation (Zhang and Sennrich, 2019): ``x / rms(x) * g``.
+
+    LayerNorm subtracts the mean, divides by the standard deviation, multiplies by a
+    gain and adds a bias. RMSNorm keeps only the rescaling: it divides by
+    ``rms(x) = sqrt(mean(x**2) + eps)`` over the last dimension and multiplies by a
+    learned gain ``weight`` (ones at first); no mean, no bias. Llama, Mistral and Gemma
+    normalise this way. Equal to ``torch.nn.RMSNorm(d_model, eps=eps)`` with the same weight.
+
+    Args:
+        d_model: width of the vectors being normalised.
+        eps: added to the mean square, so that a zero vector gives no division by zero.
+
+    ``forward(x)`` maps ``(..., d_model)`` to the same shape. Taught in chapter 19.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.d_model = _checks.positive_int(d_model, "d_model")
+        self.eps = _checks.positive_float(eps, "eps")
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _checks.float_tensor(x, "x")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+        # 1) the root mean square of each vector's features
+        inverse_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
+        # 2) rescale to unit rms, then by the learned gain
+        return x * inverse_rms * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+def make_norm(norm_type: str, d_model: int, eps: float) -> nn.Module:
+    """An ``nn.LayerNorm`` (``norm_type="layer"``) or an :class:`RMSNorm` (``"rms"``) of width ``d_model``."""
+    _checks.one_of(norm_type, "norm_type", NORM_TYPES)
+    return nn.LayerNorm(d_model, eps=eps) if norm_type == "layer" else RMSNorm(d_model, eps=eps)
 
 
 class FeedForward(nn.Module):
@@ -63,34 +131,51 @@ class FeedForward(nn.Module):
     The same two linear maps are applied to every position separately (like two
     convolutions with kernel size 1); the inner width ``d_ff`` is usually ``4 * d_model``.
 
+    With ``kind="glu"`` it is a gated linear unit (Shazeer, 2020), as in Llama: a third
+    matrix ``W_3`` makes a second, linear, projection that multiplies the activated one
+    feature by feature, ``FFN(x) = (act(x W_1) * x W_3) W_2``. With ``activation="silu"``
+    that is SwiGLU. ``W_1`` is Llama's ``gate_proj``, ``W_3`` its ``up_proj``, ``W_2`` its
+    ``down_proj``; :func:`glu_hidden_size` gives Llama's ``d_ff``.
+
     Args:
         d_model: width of the input and output.
         d_ff: width of the hidden layer.
         dropout: dropout on the hidden activations during training.
-        activation: ``"relu"`` (the paper), ``"gelu"`` (BERT) or ``"gelu_tanh"`` (GPT-2).
+        activation: ``"relu"`` (the paper), ``"gelu"`` (BERT), ``"gelu_tanh"`` (GPT-2) or
+            ``"silu"`` (Llama's SwiGLU).
+        kind: ``"mlp"`` (the paper's two matrices) or ``"glu"`` (gated, three).
+        bias: whether the linear maps have biases (Llama's have none).
 
     ``forward(x)`` maps ``(batch, seq, d_model)`` to ``(batch, seq, d_model)``.
-    Taught in chapter 09.
+    Taught in chapter 09 (and chapter 19 for the gated kind).
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu", *, kind: str = "mlp",
+        bias: bool = True,
+    ):  # fmt: skip
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.d_ff = _checks.positive_int(d_ff, "d_ff")
         self.activation = _checks.one_of(activation, "activation", ACTIVATIONS)
-        self.W_1 = nn.Linear(d_model, d_ff)
-        self.W_2 = nn.Linear(d_ff, d_model)
+        self.kind = _checks.one_of(kind, "kind", FFN_TYPES)
+        bias = _checks.flag(bias, "bias")
+        self.W_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.W_2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.W_3 = nn.Linear(d_model, d_ff, bias=bias) if kind == "glu" else None
         self.dropout = nn.Dropout(_checks.probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _checks.hidden(x, "x", self.d_model)
-        # 1) widen to d_ff and apply the non-linearity
+        # 1) widen to d_ff and apply the non-linearity (gated: times a second, linear projection)
         hidden = ACTIVATIONS[self.activation](self.W_1(x))  # (batch, seq, d_ff)
+        if self.W_3 is not None:
+            hidden = hidden * self.W_3(x)  # (batch, seq, d_ff)
         # 2) project back to d_model
         return self.W_2(self.dropout(hidden))  # (batch, seq, d_model)
 
     def extra_repr(self) -> str:
-        return f"activation={self.activation!r}"
+        return f"activation={self.activation!r}" + (", kind='glu'" if self.kind == "glu" else "")
 
 
 class AddNorm(nn.Module):
@@ -115,6 +200,8 @@ class AddNorm(nn.Module):
         layer_norm_eps: the ``eps`` of the LayerNorm (1e-5 as in PyTorch; BERT uses 1e-12).
         residual: add the sublayer's output to its input (the paper); ``False`` replaces it.
         layer_norm: normalise (the paper); ``False`` makes ``norm`` an ``nn.Identity``.
+        norm_type: ``"layer"`` (``nn.LayerNorm``, the paper) or ``"rms"`` (:class:`RMSNorm`,
+            with ``layer_norm_eps`` as its eps).
 
     ``forward(x, sublayer)`` takes ``x`` ``(batch, seq, d_model)`` and a callable
     ``sublayer`` mapping ``(batch, seq, d_model)`` to the same shape. Taught in chapter 09.
@@ -129,13 +216,16 @@ class AddNorm(nn.Module):
         *,
         residual: bool = True,
         layer_norm: bool = True,
+        norm_type: str = "layer",
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.norm_first = _checks.flag(norm_first, "norm_first")
         self.residual = _checks.flag(residual, "residual")
         eps = _checks.positive_float(layer_norm_eps, "layer_norm_eps")
-        self.norm = nn.LayerNorm(d_model, eps=eps) if _checks.flag(layer_norm, "layer_norm") else nn.Identity()
+        _checks.one_of(norm_type, "norm_type", NORM_TYPES)
+        keep = _checks.flag(layer_norm, "layer_norm")
+        self.norm = make_norm(norm_type, d_model, eps) if keep else nn.Identity()
         self.dropout = nn.Dropout(_checks.probability(dropout, "dropout"))
 
     @property
@@ -173,6 +263,10 @@ class EncoderLayer(nn.Module):
         attention_scale, rotary: passed to the self-attention
             (:class:`~transformer_lib.torch_attention.MultiHeadAttention`).
         residual, layer_norm: passed to both :class:`AddNorm` s.
+        num_kv_heads, rotary_layout, rotary_base, bias: passed to the self-attention
+            (``bias`` to the feed-forward network too).
+        ffn_type: the feed-forward network's ``kind``, ``"mlp"`` or ``"glu"``.
+        norm_type: the Add & Norms' ``"layer"`` or ``"rms"``.
 
     Submodules: ``self_attn`` (:class:`MultiHeadAttention`), ``feed_forward``
     (:class:`FeedForward`), ``add_norm1`` and ``add_norm2`` (:class:`AddNorm`).
@@ -193,13 +287,20 @@ class EncoderLayer(nn.Module):
         rotary: bool = False,
         residual: bool = True,
         layer_norm: bool = True,
+        num_kv_heads: int | None = None,
+        rotary_layout: str = "interleaved",
+        rotary_base: float = 10000.0,
+        bias: bool = True,
+        ffn_type: str = "mlp",
+        norm_type: str = "layer",
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale,
-                                            rotary=rotary)  # fmt: skip
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        sublayer = dict(residual=residual, layer_norm=layer_norm)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
+                                            rotary=rotary, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
+                                            rotary_base=rotary_base)  # fmt: skip
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation, kind=ffn_type, bias=bias)
+        sublayer = dict(residual=residual, layer_norm=layer_norm, norm_type=norm_type)
         self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
@@ -249,6 +350,8 @@ class DecoderLayer(nn.Module):
         rotary: passed to the self-attention only (cross-attention compares target and
             source positions, which rotary embeddings do not relate).
         residual, layer_norm: passed to every :class:`AddNorm`.
+        num_kv_heads, rotary_layout, rotary_base, bias, ffn_type, norm_type: as in
+            :class:`EncoderLayer` (``num_kv_heads`` and ``bias`` to the cross-attention too).
 
     Submodules: ``self_attn``, ``cross_attn`` (``None`` without cross-attention),
     ``feed_forward``, ``add_norm1`` (self-attention), ``add_norm2`` (cross-attention,
@@ -271,20 +374,28 @@ class DecoderLayer(nn.Module):
         rotary: bool = False,
         residual: bool = True,
         layer_norm: bool = True,
+        num_kv_heads: int | None = None,
+        rotary_layout: str = "interleaved",
+        rotary_base: float = 10000.0,
+        bias: bool = True,
+        ffn_type: str = "mlp",
+        norm_type: str = "layer",
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale,
-                                            rotary=rotary)  # fmt: skip
-        sublayer = dict(residual=residual, layer_norm=layer_norm)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
+                                            rotary=rotary, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
+                                            rotary_base=rotary_base)  # fmt: skip
+        sublayer = dict(residual=residual, layer_norm=layer_norm, norm_type=norm_type)
         self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         if _checks.flag(cross_attention, "cross_attention"):
-            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, attention_scale=attention_scale)
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
+                                                 num_kv_heads=num_kv_heads)  # fmt: skip
             self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         else:
             self.cross_attn = None
             self.add_norm2 = None
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation, kind=ffn_type, bias=bias)
         self.add_norm3 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
     @property

@@ -144,27 +144,44 @@ def offset_matrix(phi: float, d_model: int) -> np.ndarray:
     return M
 
 
+ROTARY_LAYOUTS = ("interleaved", "half")
+
+
 def apply_rotary(
-    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, layout: str = "interleaved"
 ) -> torch.Tensor:
     """Rotary position embedding (Su et al., 2021): rotate each feature pair by its position.
 
-    Pair ``(x[2k], x[2k+1])`` at position ``m`` is turned by the angle ``m * theta_k``
-    with ``theta_k = base**(-2k / d)``. Because rotations compose, the dot product of a
+    Pair ``k`` at position ``m`` is turned by the angle ``m * theta_k`` with
+    ``theta_k = base**(-2k / d)``. Because rotations compose, the dot product of a
     query rotated to position m and a key rotated to position n depends only on
     ``m - n``.
+
+    Which features make pair ``k`` is the ``layout``:
+
+    * ``"interleaved"`` (chapter 8, the RoFormer paper and Meta's Llama code):
+      ``(x[2k], x[2k+1])``, neighbours;
+    * ``"half"`` ("rotate half", the layout of Hugging Face's Llama checkpoints and
+      GPT-NeoX): ``(x[k], x[k + d/2])``, the first half against the second.
+
+    The two compute the same attention once the query and key features are reordered
+    (:func:`rotary_permutation`).
 
     Args:
         x: ``(..., seq, d)`` queries or keys, ``d`` even.
         positions: ``(seq,)`` positions (default ``0 .. seq - 1``); integers or floats.
-        base: the frequency base.
+        base: the frequency base (Llama's ``rope_theta``).
+        layout: ``"interleaved"`` or ``"half"``.
 
     Returns:
-        A tensor shaped like ``x``. Taught in chapter 08.
+        A tensor shaped like ``x``. Taught in chapter 08 (the interleaved layout) and
+        chapter 19 (the half layout).
     """
     _checks.float_tensor(x, "x")
     _checks.ndim_at_least(x, 2, "x", "(..., seq, d)")
     d = _even_width(x.shape[-1], "x's last dimension d")
+    _checks.positive_float(base, "base")
+    _checks.one_of(layout, "layout", ROTARY_LAYOUTS)
     seq = x.shape[-2]
     if positions is None:
         positions = torch.arange(seq, device=x.device)
@@ -172,9 +189,45 @@ def apply_rotary(
         positions = torch.as_tensor(positions)
     if positions.shape != (seq,):
         raise ValueError(f"positions must have shape (seq,) = ({seq},), got {tuple(positions.shape)}")
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
-    angles = positions.to(torch.float64)[:, None] * theta[None, :]  # (seq, d/2)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = _rotary_angles(positions, d, float(base), x.dtype, x.device)  # (seq, d/2) each
+    if layout == "half":
+        first, second = x[..., : d // 2], x[..., d // 2 :]  # (..., seq, d/2) each
+        return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., seq, d/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., seq, d): pairs interleaved back
+
+
+def _rotary_angles(
+    positions: torch.Tensor, d: int, base: float, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of ``positions[:, None] * theta[None, :]``, computed in float64, in ``dtype``."""
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=device) / d)  # (d/2,)
+    angles = positions.to(device=device, dtype=torch.float64)[:, None] * theta[None, :]  # (seq, d/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotary_permutation(d: int, num_heads: int = 1) -> torch.Tensor:
+    """The reordering of features that turns the interleaved rotary layout into the half layout.
+
+    Feature ``j`` of the half layout is feature ``perm[j]`` of the interleaved one: the
+    even features first, then the odd ones, so that pair ``(2k, 2k+1)`` lands on
+    ``(k, k + d/2)``. Then, for every ``x``,
+    ``apply_rotary(x[..., perm], layout="half") == apply_rotary(x)[..., perm]``, and since
+    a dot product does not change when both vectors are reordered alike, queries and keys
+    reordered this way give the same attention scores. Reordering the rows of ``W_q`` and
+    ``W_k`` (``W[perm]``) converts a model between the layouts; ``perm.argsort()`` goes
+    back.
+
+    Args:
+        d: the width of one head (even).
+        num_heads: heads stacked in one projection; each head's rows are reordered within
+            the head.
+
+    Returns:
+        ``(num_heads * d,)`` indices. Taught in chapter 19.
+    """
+    d = _even_width(d, "d")
+    num_heads = _checks.positive_int(num_heads, "num_heads")
+    one = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2)))  # (d,)
+    return (one + d * torch.arange(num_heads)[:, None]).flatten()  # (num_heads * d,)

@@ -44,7 +44,7 @@ from torch import nn
 
 from . import _checks
 from .embeddings import Embeddings
-from .layers import DecoderLayer, EncoderLayer
+from .layers import DecoderLayer, EncoderLayer, make_norm
 from .torch_attention import KVCache, MultiHeadAttention, causal_mask
 
 if TYPE_CHECKING:  # only for the type hints: the configuration is defined later
@@ -103,7 +103,7 @@ def _final_norm(config: TransformerConfig) -> nn.Module | None:
     wanted = config.norm_first if config.final_norm is None else config.final_norm
     if not wanted:
         return None
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.layer_norm else nn.Identity()
+    return make_norm(config.norm_type, config.d_model, config.layer_norm_eps) if config.layer_norm else nn.Identity()
 
 
 def _embedding(config: TransformerConfig, vocab_size: int | None) -> Embeddings | None:
@@ -124,7 +124,8 @@ def _layer_options(config: TransformerConfig) -> tuple[tuple, dict]:
     c = config
     options = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.layer_norm_eps)
     switches = dict(attention_scale=c.attention_scale, rotary=c.positional == "rotary", residual=c.residual,
-                    layer_norm=c.layer_norm)  # fmt: skip
+                    layer_norm=c.layer_norm, num_kv_heads=c.num_kv_heads, rotary_layout=c.rotary_layout,
+                    rotary_base=c.rotary_base, bias=c.bias, ffn_type=c.ffn_type, norm_type=c.norm_type)  # fmt: skip
     return options, switches
 
 
@@ -250,8 +251,11 @@ class DecoderCache:
 
     @property
     def length(self) -> int:
-        """How many target positions the cache holds: the next token is at this position."""
-        return self.self_attn[0].length
+        """How many target positions the cache has seen: the next token is at this position.
+
+        A sliding-window cache holds fewer keys than that (``self_attn[0].length``).
+        """
+        return self.self_attn[0].position
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep the batch rows ``index`` ``(new_batch,)``, in that order, in every cache (beam search)."""
@@ -268,6 +272,9 @@ class Decoder(nn.Module):
         layers: the :class:`~transformer_lib.layers.DecoderLayer` s, in order; all with
             cross-attention (encoder-decoder) or all without (decoder-only, GPT-2, chapter 14).
         norm: the final LayerNorm, or ``None``.
+        window: sliding-window self-attention (Mistral's, chapter 19): each position sees
+            only the ``window`` most recent positions, itself included, in the default
+            mask and in the cache; ``None``: every earlier position.
 
     Submodules: ``embedding``, ``layers``, ``norm``; ``cross_attention`` says whether the
     layers attend to an encoder's ``memory``. ``forward`` returns hidden vectors;
@@ -276,7 +283,12 @@ class Decoder(nn.Module):
     """
 
     def __init__(
-        self, embedding: nn.Module | None, layers: Sequence[DecoderLayer], norm: nn.Module | None = None
+        self,
+        embedding: nn.Module | None,
+        layers: Sequence[DecoderLayer],
+        norm: nn.Module | None = None,
+        *,
+        window: int | None = None,
     ):
         super().__init__()
         layers = _check_parts(embedding, layers, norm, DecoderLayer)
@@ -284,6 +296,7 @@ class Decoder(nn.Module):
         if len(kinds) > 1:
             raise ValueError("layers must all have cross-attention or all have none, got a mix")
         self.cross_attention = kinds.pop()
+        self.window = None if window is None else _checks.positive_int(window, "window")
         self.embedding = embedding
         self.layers = layers
         self.norm = norm
@@ -297,7 +310,7 @@ class Decoder(nn.Module):
         cross = c.architecture != "decoder-only"
         options, switches = _layer_options(c)
         layers = [DecoderLayer(*options, cross_attention=cross, **switches) for _ in range(c.num_layers)]
-        return cls(embedding, layers, _final_norm(c))
+        return cls(embedding, layers, _final_norm(c), window=c.window)
 
     def embed(self, tgt: torch.Tensor, start: int = 0) -> torch.Tensor:
         """``(batch, tgt_len)`` ids to ``(batch, tgt_len, d_model)`` vectors (identity without embedding).
@@ -311,19 +324,20 @@ class Decoder(nn.Module):
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for this decoder's layers, for one batch of generation."""
         cross = [KVCache(grows=False) for _ in self.layers] if self.cross_attention else None
-        return DecoderCache([KVCache(grows=True) for _ in self.layers], cross)
+        return DecoderCache([KVCache(grows=True, window=self.window) for _ in self.layers], cross)
 
-    @staticmethod
     def _self_mask(
-        tgt_len: int, tgt_mask: torch.Tensor | None, device: torch.device, past: int = 0
+        self, tgt_len: int, tgt_mask: torch.Tensor | None, device: torch.device, past: int = 0
     ) -> torch.Tensor | None:
-        """``tgt_mask`` as given, or the causal mask when it is ``None``.
+        """``tgt_mask`` as given, or the causal (sliding-window) mask when it is ``None``.
 
-        With ``past`` cached positions the causal mask is ``(tgt_len, past + tgt_len)``; one
-        new token may see every key, so it needs none (and the fused kernel runs unmasked).
+        With ``past`` cached keys the causal mask is ``(tgt_len, past + tgt_len)``; one new
+        token may see every key (a windowed cache holds only the ``window - 1`` keys before
+        it), so it needs none (and the fused kernel runs unmasked).
         """
         if tgt_mask is None and tgt_len > 0 and not (past and tgt_len == 1):
-            return causal_mask(tgt_len, device=device, past=past)  # (tgt_len, past + tgt_len): never the future
+            # (tgt_len, past + tgt_len): never the future (nor, with a window, the far past)
+            return causal_mask(tgt_len, device=device, past=past, window=self.window)
         return tgt_mask
 
     def forward(
@@ -363,7 +377,8 @@ class Decoder(nn.Module):
             past = cache.length
         # 1) embed the target tokens and add their positions (after the cached ones)
         x = self.embed(tgt, past)  # (batch, tgt_len, d_model)
-        tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device, past)
+        held = past if cache is None else cache.self_attn[0].length  # keys a windowed cache still holds
+        tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device, held)
         # 2) N decoder layers: masked self-attention, cross-attention, feed-forward
         for i, layer in enumerate(self.layers):
             if cache is None:

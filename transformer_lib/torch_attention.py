@@ -21,10 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
-from .positional import apply_rotary
+from .positional import ROTARY_LAYOUTS, apply_rotary
 
 
-def causal_mask(n: int, device: torch.device | str | None = None, *, past: int = 0) -> torch.Tensor:
+def causal_mask(
+    n: int, device: torch.device | str | None = None, *, past: int = 0, window: int | None = None
+) -> torch.Tensor:
     """Look-ahead mask: ``(n, past + n)`` boolean, ``True`` on and below the diagonal.
 
     Query position i may attend to key positions 0..i only, so a decoder cannot peek at
@@ -33,10 +35,18 @@ def causal_mask(n: int, device: torch.device | str | None = None, *, past: int =
     ``past`` is for generation with a :class:`KVCache`: the ``n`` queries are positions
     ``past .. past + n - 1`` and the keys are positions ``0 .. past + n - 1`` (the cached
     ones first), so query i sees keys ``0 .. past + i``. ``past=0`` is the square mask.
+
+    ``window`` makes it a sliding window (Mistral's, chapter 19; chapter 13's local
+    attention, one-sided): query i sees only the ``window`` most recent keys, positions
+    ``i - window + 1 .. i``, itself included. ``None``: every earlier key.
     """
     n = _checks.positive_int(n, "n")
     past = _checks.non_negative_int(past, "past")
-    return torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)
+    mask = torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)
+    if window is not None:
+        window = _checks.positive_int(window, "window")
+        mask = mask.triu(past - window + 1)  # drop keys more than window - 1 positions back
+    return mask
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -135,19 +145,38 @@ def _fused_attention(
     dropout_p: float,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The same maths through PyTorch's fused kernel, with fully masked rows zeroed."""
+    """The same maths through PyTorch's fused kernel, with fully masked rows zeroed.
+
+    ``k`` and ``v`` may have fewer heads than ``q`` (grouped-query attention): the kernel
+    then shares each key-value head among ``q``'s heads in consecutive groups.
+    """
+    options = dict(dropout_p=dropout_p, scale=scale)
+    if k.shape[-3:-2] != q.shape[-3:-2]:
+        options["enable_gqa"] = True  # only when asked: the default keeps the kernel PyTorch picks
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, **options)
     if _is_causal(mask, q.shape[-2], k.shape[-2]):
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
     # the mask stays as broadcast as it came: the kernel turns a boolean mask into an additive
     # one of the mask's own shape, so an expanded mask would be filled out to (..., q_len, k_len)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len or 1, 1)
     if bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
     # let empty rows see every key (so the kernel makes no NaN), then zero their output
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scale)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, **options)
     return out * has_key
+
+
+def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """``(batch, kv_heads, seq, d_k)`` to ``(batch, kv_heads * groups, seq, d_k)``: each head repeated.
+
+    Grouped-query attention (Ainslie et al., 2023) shares key-value head ``j`` among the
+    query heads ``j * groups .. (j + 1) * groups - 1``; repeating it lets every query head
+    attend as in ordinary multi-head attention (what ``enable_gqa=True`` does inside
+    ``F.scaled_dot_product_attention``). Taught in chapter 19.
+    """
+    groups = _checks.positive_int(groups, "groups")
+    return x if groups == 1 else x.repeat_interleave(groups, dim=-3)
 
 
 @dataclass
@@ -170,33 +199,64 @@ class KVCache:
       which does not change while a sequence is decoded. The first call computes them,
       every later call reuses them and projects only the queries.
 
+    A sliding-window attention (``window``, Mistral's, chapter 19) needs only the most
+    recent keys: a growing cache with ``window=w`` returns every key a call needs, then
+    keeps only the last ``w - 1`` (with the next token's own key, that is the ``w`` keys
+    it may see), so its memory stays bounded however long the text. ``dropped`` counts the
+    positions let go, so ``position`` (the next token's position) still counts them all.
+
+    With grouped-query attention the cache holds the key-value heads only
+    (``heads = num_kv_heads``), which is where its memory saving comes from.
+
     Attributes:
         k, v: ``(batch, heads, length, d_k)`` keys (already rotated, with rotary
             positions) and values, or ``None`` before the first call.
         grows: which of the two kinds this cache is.
+        window: for a growing cache, keep at most ``window - 1`` keys; ``None``: all.
+        dropped: how many of the earliest positions a windowed cache has let go.
     """
 
     grows: bool = True
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    window: int | None = None
+    dropped: int = 0
+
+    def __post_init__(self) -> None:
+        _checks.flag(self.grows, "grows")
+        if self.window is not None:
+            _checks.positive_int(self.window, "window")
+            if not self.grows:
+                raise ValueError("window applies to a growing (self-attention) cache, got grows=False")
 
     @property
     def length(self) -> int:
         """How many key positions the cache holds (0 before the first call)."""
         return 0 if self.k is None else self.k.shape[2]
 
+    @property
+    def position(self) -> int:
+        """The position of the next token: the positions seen, held or dropped."""
+        return self.dropped + self.length
+
     def update(self, k: torch.Tensor | None, v: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Take this call's keys and values ``(batch, heads, new, d_k)``; return all to attend over.
 
         A growing cache appends them along the positions; a fixed one keeps the first
-        call's (later calls pass ``None``).
+        call's (later calls pass ``None``). A windowed cache returns the keys held and the
+        new ones, then keeps the last ``window - 1``.
         """
         if self.k is None:
             self.k, self.v = k, v
         elif self.grows:
             self.k = torch.cat([self.k, k], dim=2)  # (batch, heads, length + new, d_k)
             self.v = torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+        keys, values = self.k, self.v
+        if self.window is not None and self.length > self.window - 1:
+            start = self.length - (self.window - 1)
+            self.k, self.v = self.k[:, :, start:], self.v[:, :, start:]
+            self.dropped += start
+        return keys, values
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep the rows ``index`` ``(new_batch,)`` of the batch, in that order (beam search)."""
@@ -224,6 +284,14 @@ class MultiHeadAttention(nn.Module):
             scores, so the scores depend on relative positions; for self-attention, where
             queries and keys are positions ``0 .. seq - 1`` of one sequence. ``d_k`` must
             be even.
+        num_kv_heads: heads of the keys and values (``None``: ``num_heads``, the paper).
+            Fewer make grouped-query attention (Ainslie et al., 2023): each key-value head
+            serves ``num_heads / num_kv_heads`` query heads, and ``W_k``, ``W_v`` shrink to
+            ``num_kv_heads * d_k`` outputs; ``1`` is multi-query attention (Shazeer, 2019).
+            It must divide ``num_heads``. A :class:`KVCache` then holds only these heads.
+        rotary_layout: which features the rotation pairs, ``"interleaved"`` (chapter 8) or
+            ``"half"`` (Llama's checkpoints); see :func:`~transformer_lib.positional.apply_rotary`.
+        rotary_base: the rotation's frequency base (Llama's ``rope_theta``).
 
     After a forward pass with ``need_weights=True``, ``attention_weights`` holds the
     weights of every head, ``(batch, heads, q_len, k_len)`` (detached).
@@ -240,6 +308,9 @@ class MultiHeadAttention(nn.Module):
         *,
         attention_scale: bool = True,
         rotary: bool = False,
+        num_kv_heads: int | None = None,
+        rotary_layout: str = "interleaved",
+        rotary_base: float = 10000.0,
     ):
         super().__init__()
         d_model = _checks.positive_int(d_model, "d_model")
@@ -248,18 +319,26 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"d_model must be divisible by num_heads, got d_model={d_model} and num_heads={num_heads}"
             )
+        num_kv_heads = num_heads if num_kv_heads is None else _checks.positive_int(num_kv_heads, "num_kv_heads")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads must divide num_heads (each key-value head serves a group of query "
+                             f"heads), got num_kv_heads={num_kv_heads} and num_heads={num_heads}")
         self.d_model = d_model
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.d_k = d_model // num_heads
+        self.rotary_layout = _checks.one_of(rotary_layout, "rotary_layout", ROTARY_LAYOUTS)
+        self.rotary_base = _checks.positive_float(rotary_base, "rotary_base")
         self.dropout = _checks.probability(dropout, "dropout")
         self.attention_scale = _checks.flag(attention_scale, "attention_scale")
         self.rotary = _checks.flag(rotary, "rotary")
         if rotary and self.d_k % 2:
             raise ValueError(f"rotary=True needs an even d_k = d_model / num_heads (features turn in pairs), "
                              f"got d_k={self.d_k}")
+        d_kv = num_kv_heads * self.d_k  # d_model unless grouped-query
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_kv, bias=bias)
+        self.W_v = nn.Linear(d_model, d_kv, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.attention_weights: torch.Tensor | None = None
 
@@ -285,9 +364,9 @@ class MultiHeadAttention(nn.Module):
             _checks.bool_mask(mask, "mask", target, "(batch, heads, q_len, k_len)", tensor=True)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``(batch, seq, d_model)`` to ``(batch, heads, seq, d_k)``: d_model split into h heads of d_k."""
+        """``(batch, seq, heads * d_k)`` to ``(batch, heads, seq, d_k)``: the width split into heads of d_k."""
         b, n, _ = x.shape
-        return x.view(b, n, self.num_heads, self.d_k).transpose(1, 2)  # (batch, heads, seq, d_k)
+        return x.view(b, n, -1, self.d_k).transpose(1, 2)  # (batch, heads, seq, d_k)
 
     def _project(self, query, key, value):
         """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""
@@ -296,7 +375,8 @@ class MultiHeadAttention(nn.Module):
             bias = None
             if self.W_q.bias is not None:
                 bias = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
-            return F.linear(query, weight, bias).chunk(3, dim=-1)
+            d_kv = self.W_k.out_features
+            return F.linear(query, weight, bias).split([self.d_model, d_kv, d_kv], dim=-1)
         return self.W_q(query), self.W_k(key), self.W_v(value)
 
     def forward(
@@ -331,7 +411,7 @@ class MultiHeadAttention(nn.Module):
         self._check_inputs(query, key, value, mask, cache)
         b, q_len, _ = query.shape
         dropout_p = self.dropout if self.training else 0.0
-        past = cache.length if cache is not None and cache.grows else 0  # positions already cached
+        past = cache.position if cache is not None and cache.grows else 0  # positions already seen
 
         # 1) project, then split d_model into h heads of d_k (a filled fixed cache has k and v)
         if cache is not None and not cache.grows and cache.k is not None:
@@ -339,15 +419,18 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = (self._heads(x) for x in self._project(query, key, value))  # (batch, heads, len, d_k)
         if self.rotary:  # turn each query and key by its position: scores then see only offsets
-            q = apply_rotary(q, torch.arange(past, past + q_len, device=q.device))  # shape unchanged
+            rotate = dict(base=self.rotary_base, layout=self.rotary_layout)
+            q = apply_rotary(q, torch.arange(past, past + q_len, device=q.device), **rotate)  # shape unchanged
             if k is not None:
-                k = apply_rotary(k, torch.arange(past, past + k.shape[2], device=k.device))
+                k = apply_rotary(k, torch.arange(past, past + k.shape[2], device=k.device), **rotate)
         if cache is not None:
-            k, v = cache.update(k, v)  # (batch, heads, every position so far, d_k)
+            k, v = cache.update(k, v)  # (batch, kv_heads, every position so far, d_k)
 
-        # 2) attend, every head at once
+        # 2) attend, every head at once (a key-value head serves its group of query heads)
         scale = None if self.attention_scale else 1.0  # None: 1 / sqrt(d_k)
         if need_weights:
+            groups = self.num_heads // self.num_kv_heads
+            k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (batch, heads, k_len, d_k)
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, scale)
             self.attention_weights = weights.detach()  # (batch, heads, q_len, k_len)
         else:
@@ -360,6 +443,10 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         text = f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        if self.num_kv_heads != self.num_heads:
+            text += f", num_kv_heads={self.num_kv_heads}"
         if not self.attention_scale:
             text += ", attention_scale=False"
+        if self.rotary and self.rotary_layout != "interleaved":
+            return text + f", rotary=True, rotary_layout={self.rotary_layout!r}"
         return text + (", rotary=True" if self.rotary else "")
