@@ -13,6 +13,7 @@ honest submission with every hostile entry and runs the grader as the command li
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import os
 import shutil
@@ -27,8 +28,8 @@ import nbformat
 import pytest
 from test_exercises import EXERCISES, MIXED_SET, grade_tool, shared_release
 
-files = grade_tool.files
-discover_module = grade_tool.discover
+files = importlib.import_module(f"{grade_tool.__name__}.files")
+discover_module = importlib.import_module(f"{grade_tool.__name__}.discover")
 SECRET = "SECRET-MARKER-b7e41d"  # in every file outside the folder: must never show anywhere
 NOT_REGULAR = "not a regular file"
 LINK = f"{NOT_REGULAR}: a symbolic link"
