@@ -458,3 +458,38 @@ def test_a_solution_written_differently_scores_full_marks(release, alternative, 
         public, hidden = _run_question(release, set_name, question, answer, ALTERNATIVES[alternative], monkeypatch)
         failed = [r.message for r in public + hidden if not r.passed]
         assert public and hidden and not failed, (question, failed)
+
+
+# naive answers that pass every public test of their question and fail a hidden one
+NAIVE_08_09 = {
+    "temperature without its greedy limit": ("08_generation", "q1", "temperature_probs", SOFTMAX + """
+def temperature_probs(logits, T):
+    return softmax(logits / T)
+"""),
+    "top-k that indexes the k-th score without capping k": ("08_generation", "q2", "top_k_filter", """
+def top_k_filter(logits, k):
+    kth = np.sort(logits, axis=-1)[:, -k][:, None]
+    return np.where(logits >= kth, logits, -np.inf)
+"""),
+    "beam search that forgets the live hypotheses at max_len": (
+        "09_translation", "q1", "beam_search", _beam().replace("if len(t) == max_len + 1", "if False")),
+    "corpus BLEU without smoothing": ("09_translation", "q4", "corpus_bleu", _CLIPPED.format(
+        clip="max(r[g] for r in refs)") + _BREVITY.format(
+        pick="min((len(x) for x in refs), key=lambda x: (abs(x - len(h)), x))") + """
+def corpus_bleu(hypotheses, references):
+    hyps, refs = [h.split() for h in hypotheses], [[r.split() for r in rs] for rs in references]
+    counts = [[clipped_counts(h, rs, n) for h, rs in zip(hyps, refs)] for n in range(1, 5)]
+    precisions = [sum(m for m, _ in c) / sum(t for _, t in c) for c in counts]
+    if min(precisions) == 0:
+        return 0.0
+    return 100 * brevity_penalty(hyps, refs) * math.exp(sum(map(math.log, precisions)) / 4)
+"""),
+}
+
+
+@pytest.mark.parametrize("naive", sorted(NAIVE_08_09))
+def test_hidden_tests_catch_what_the_public_ones_let_through(release, naive, monkeypatch):  # noqa: F811
+    """Each naive answer passes every public test of its question and fails a hidden one."""
+    public, hidden = _run_question(release, *NAIVE_08_09[naive], monkeypatch)
+    assert public and all(r.passed for r in public), [r.message for r in public if not r.passed]
+    assert any(not r.passed for r in hidden)
