@@ -36,6 +36,14 @@ def test_ch14_ex1_counts():
     # "24 x 12,596,224 = 302.3M, against 12 x 7,087,872 = 85.1M"
     assert ns["layer_params"](1024, 4096) == 12_596_224
     assert ns["layer_params"](768, 3072) == 7_087_872
+    assert (ns["layers_large"], ns["layers_base"]) == (302_309_376, 85_054_464)
+
+
+def test_ch14_ex2_untied():
+    ns = run_solution("ch14-ex2")
+    # "38,597,376" more, and "30,522 parameters for BERT, 0.03% of the model"
+    assert ns["untied"] - ns["tied"] == 38_597_376 and ns["untied"] == 163_037_184
+    assert round(100 * 30_522 / ns["bert"], 2) == 0.03
 
 
 @pytest.mark.slow
