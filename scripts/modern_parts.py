@@ -106,7 +106,7 @@ def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
     return {
         "variant": name, "seed": seed, "settings": s, "parameters": tl.count_parameters(model),
         "kv cache bytes per token (float32)": kv_bytes, "curve": curve, "final": final,
-        "diverged": not all(math.isfinite(x) for x in history.losses), "commit": ablations.library_state()["commit"],
+        "diverged": not all(math.isfinite(x) for x in history.losses),
         "seconds": {"training steps": round(history.train_seconds, 1),
                     "training steps, processor time": round(history.train_cpu_seconds, 1),
                     "whole run": round(time.perf_counter() - start, 1)},
@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, seed in work:
         record = run(name, seed, args.steps)
         record["invocation"] = len(results["invocations"]) - 1
+        # the code this process imported at its start (a later commit does not change a running process)
+        record["commit"] = invocation["versions"]["commit"]
+        record["library edited since the commit"] = invocation["versions"]["library edited since the commit"]
         results["runs"][ablations.run_key(name, seed)] = record
         ablations.finish(results, invocation, start, args.out)
         print(f"{name:>12} seed {seed}: {record['final']} ({record['seconds']['whole run']:.0f} s)", flush=True)
