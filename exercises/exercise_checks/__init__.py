@@ -23,7 +23,7 @@ The package, read in this order:
 - :mod:`.reference`: the course library as the reference, absent in the grading kernel;
 - :mod:`.compare`: :func:`expect_array` and the other comparisons, with their messages;
 - :mod:`.inputs`: inputs tests build (:func:`random_params`, :class:`ToyLanguageModel`);
-- one module per exercise set, ``set01_softmax_cosine`` to ``set05_layers_decoding``, holding
+- one module per exercise set, ``set01_softmax_cosine`` to ``set09_translation``, holding
   the checkers of its questions and the mistakes each one recognises.
 
 Names shared between modules are public in the module that defines them; names with an
