@@ -312,6 +312,209 @@ def decode(ids, merges):
 
 
 # --------------------------------------------------------------------------------------------
+# Set 07: the slips, and two alternative solutions
+# --------------------------------------------------------------------------------------------
+
+LM = "07_language_model"
+
+_CAUSAL = """
+def causal_self_attention(x, params, num_heads):
+    b, n, d_model = x.shape
+    d_k = d_model // num_heads
+
+    def heads(name):
+        h = x @ params[f"W_{name}"].T + params[f"b_{name}"]
+        return h.reshape(b, n, num_heads, d_k).transpose(0, 2, 1, 3)
+
+    q, k, v = heads("q"), heads("k"), heads("v")
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)
+    mask = MASK
+    scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    out = (weights @ v).transpose(0, 2, 1, 3).reshape(b, n, d_model)
+    return out @ params["W_o"].T + params["b_o"], weights
+"""
+
+
+def _causal(mask: str = "np.tril(np.ones((n, n), dtype=bool))") -> str:
+    return _CAUSAL.replace("MASK", mask)
+
+
+_GIVEN_LAYERS = """
+import math
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def feed_forward(x, W_1, b_1, W_2, b_2):
+    u = x @ W_1.T + b_1
+    return 0.5 * u * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u**3))) @ W_2.T + b_2
+"""
+
+_LOSS = """
+def next_token_loss(logits, ids, pad_id):
+    z, targets = LOGITS, TARGETS
+    m = z.max(axis=-1, keepdims=True)
+    log_probs = z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+    nll = -np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    real = targets != pad_id
+    return float(RESULT)
+"""
+
+
+def _loss(result: str, logits: str = "logits[:, :-1]", targets: str = "ids[:, 1:]") -> str:
+    return _LOSS.replace("LOGITS", logits).replace("TARGETS", targets).replace("RESULT", result)
+
+
+SLIPS.update({
+    "a causal mask that hides each token from itself": (
+        LM, "q1", "causal_self_attention", _causal("np.tril(np.ones((n, n), dtype=bool), k=-1)"),
+        ["off by one", "does not see itself", "itself included"]),
+    "a causal mask that shows each token the next one": (
+        LM, "q1", "causal_self_attention", _causal("np.tril(np.ones((n, n), dtype=bool), k=1)"),
+        ["off by one", "also sees the next token"]),
+    "a causal mask upside down": (
+        LM, "q1", "causal_self_attention", _causal("np.triu(np.ones((n, n), dtype=bool))"), ["upside down"]),
+    "a causal mask applied after the softmax": (LM, "q1", "causal_self_attention", _causal().replace(
+        "    scores = np.where(mask, scores, -np.inf)\n", "").replace(
+        "weights = e / e.sum(axis=-1, keepdims=True)", "weights = e / e.sum(axis=-1, keepdims=True) * mask"),
+        ["after the softmax", "sum to 1"]),
+    "a loss averaged over the padding": (
+        LM, "q3", "next_token_loss", _loss("np.where(real, nll, 0.0).mean()"),
+        ["averaged over the padding", "denominator"]),
+    "a loss that scores the padding": (
+        LM, "q3", "next_token_loss", _loss("nll.mean()"), ["padding was not ignored"]),
+    "a loss without the shift": (
+        LM, "q3", "next_token_loss", _loss("nll[real].sum() / real.sum()", logits="logits", targets="ids"),
+        ["not shifted", "logits[:, :-1]", "ids[:, 1:]"]),
+    "a loss averaging each sequence first": (
+        LM, "q3", "next_token_loss", _loss("np.mean([row[keep].mean() for row, keep in zip(nll, real)])"),
+        ["each sequence's mean", "all the real targets"]),
+    "a post-norm block": (LM, "q2", "decoder_block", _GIVEN_LAYERS + _causal() + """
+def decoder_block(x, params, num_heads):
+    h = layer_norm(x + causal_self_attention(x, params, num_heads)[0], params["gamma_1"], params["beta_1"])
+    f = feed_forward(h, params["W_1"], params["b_1"], params["W_2"], params["b_2"])
+    return layer_norm(h + f, params["gamma_2"], params["beta_2"])
+""", ["post-norm", "pre-norm"]),
+    "a block whose feed-forward network reads the input": (LM, "q2", "decoder_block", _GIVEN_LAYERS + _causal() + """
+def decoder_block(x, params, num_heads):
+    h = x + causal_self_attention(layer_norm(x, params["gamma_1"], params["beta_1"]), params, num_heads)[0]
+    normed = layer_norm(x, params["gamma_2"], params["beta_2"])
+    return h + feed_forward(normed, params["W_1"], params["b_1"], params["W_2"], params["b_2"])
+""", ["LN_2(x)", "LN_2(h)"]),
+    "the uniform loss in bits": (LM, "q4", "uniform_loss", """
+def uniform_loss(vocab_size):
+    return float(np.log2(vocab_size))
+""", ["bits", "natural logarithm"]),
+})
+
+GRADED_SLIPS += [
+    "a causal mask that hides each token from itself",
+    "a causal mask that shows each token the next one",
+    "a loss averaged over the padding",
+]
+
+ALTERNATIVES.update({
+    "a language model with einsum and one flat loss": (LM, {
+        "causal_self_attention": """
+def causal_self_attention(x, params, num_heads):
+    b, n, d = x.shape
+    h, dk = num_heads, d // num_heads
+
+    def project(name):  # W (d, d): output features i*dk .. (i+1)*dk - 1 belong to head i
+        W = params[f"W_{name}"].reshape(h, dk, d)
+        return np.einsum("bnd,hkd->bhnk", x, W) + params[f"b_{name}"].reshape(1, h, 1, dk)
+
+    q, k, v = project("q"), project("k"), project("v")
+    s = np.einsum("bhik,bhjk->bhij", q, k) / np.sqrt(dk)
+    s = np.where(np.triu(np.ones((n, n), dtype=bool), k=1), -np.inf, s)  # the future is hidden
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    o = np.einsum("bhij,bhjk->bihk", w, v).reshape(b, n, d)
+    return o @ params["W_o"].T + params["b_o"], w
+""",
+        "decoder_block": """
+def decoder_block(x, params, num_heads):
+    def norm(h, i):
+        mu, var = h.mean(-1, keepdims=True), h.var(-1, keepdims=True)
+        return (h - mu) / np.sqrt(var + 1e-5) * params[f"gamma_{i}"] + params[f"beta_{i}"]
+
+    h = x + causal_self_attention(norm(x, 1), params, num_heads)[0]
+    u = norm(h, 2) @ params["W_1"].T + params["b_1"]
+    act = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
+    return h + act @ params["W_2"].T + params["b_2"]
+""",
+        "next_token_loss": """
+def next_token_loss(logits, ids, pad_id):
+    V = logits.shape[-1]
+    z, t = logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)
+    keep = t != pad_id
+    z, t = z[keep], t[keep]
+    return float(np.mean(np.logaddexp.reduce(z, axis=-1) - z[np.arange(len(t)), t]))
+""",
+        "uniform_loss": """
+def uniform_loss(vocab_size):
+    return math.log(vocab_size)
+""",
+    }),
+    "a language model with a loop over heads and over tokens": (LM, {
+        "causal_self_attention": """
+def causal_self_attention(x, params, num_heads):
+    b, n, d = x.shape
+    dk = d // num_heads
+    Q, K, V = (x @ params[f"W_{c}"].T + params[f"b_{c}"] for c in "qkv")
+    allowed = np.tril(np.ones((n, n))) > 0
+    outs, weights = [], []
+    for i in range(num_heads):
+        cols = slice(i * dk, (i + 1) * dk)
+        s = np.matmul(Q[..., cols], np.transpose(K[..., cols], (0, 2, 1))) / dk**0.5
+        s = np.where(allowed, s, -1e30)  # exp gives exactly 0 there
+        s = s - s.max(axis=-1, keepdims=True)
+        w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
+        weights.append(w)
+        outs.append(w @ V[..., cols])
+    return np.concatenate(outs, axis=-1) @ params["W_o"].T + params["b_o"], np.stack(weights, axis=1)
+""",
+        "decoder_block": """
+def decoder_block(x, params, num_heads):
+    for part in ("attention", "feed-forward"):
+        if part == "attention":
+            normed = layer_norm(x, params["gamma_1"], params["beta_1"])
+            x = x + causal_self_attention(normed, params, num_heads)[0]
+        else:
+            normed = layer_norm(x, params["gamma_2"], params["beta_2"])
+            x = x + feed_forward(normed, params["W_1"], params["b_1"], params["W_2"], params["b_2"])
+    return x
+""",
+        "next_token_loss": """
+def next_token_loss(logits, ids, pad_id):
+    total, count = 0.0, 0
+    for row_logits, row in zip(logits, ids):
+        for t in range(len(row) - 1):
+            target = row[t + 1]
+            if target == pad_id:
+                continue
+            z = row_logits[t]
+            m = z.max()
+            total += m + np.log(np.exp(z - m).sum()) - z[target]
+            count += 1
+    return total / count
+""",
+        "uniform_loss": """
+def uniform_loss(vocab_size):
+    p = softmax(np.zeros(vocab_size))
+    return float(-np.log(p[0]))
+""",
+    }),
+})
+
+
+# --------------------------------------------------------------------------------------------
 # Question by question, in this process
 # --------------------------------------------------------------------------------------------
 
@@ -347,7 +550,7 @@ def _namespace_of(release: Path, set_name: str, replaced: dict[str, str]) -> dic
             continue
         if any(cell.source.startswith(f"def {name}(") for name in replaced):
             continue
-        if cell.source.startswith("def ") or cell.source.startswith(("import", "from", "GPT2")):
+        if cell.source.startswith(("def ", "import", "from")):
             exec(cell.source, namespace)
     for source in replaced.values():
         exec(source, namespace)
@@ -373,8 +576,8 @@ def test_an_alternative_solution_passes_every_test(release, alternative, monkeyp
 
     set_name, sources = ALTERNATIVES[alternative]
     info = grade_tool.load_release(release)[set_name]
-    namespace = _namespace_of(release, set_name, sources)
     monkeypatch.setitem(sys.modules, "exercise_checks", info.checks)
+    namespace = _namespace_of(release, set_name, sources)
     assert set(sources) == info.answer_names
     for question, source in info.tests.items():
         tests = ExceptionTestFile.from_string(source, path=f"tests/{question}.py")
@@ -466,13 +669,20 @@ def _solutions(name: str) -> dict:
     return namespace
 
 
+def _shakespeare() -> str:
+    """Tiny Shakespeare, the corpus shipped in the library's package."""
+    from importlib.resources import files
+
+    return (files("transformer_lib") / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
+
+
 def test_pre_split_is_the_librarys_pre_tokenisation():
     import transformer_lib as tl
     from transformer_lib.tokenizer import GPT2_PATTERN
 
     solutions = _solutions(TOKENS)
     assert solutions["GPT2_PATTERN"] == GPT2_PATTERN
-    text = (EXERCISES.parent / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:20_000]
+    text = _shakespeare()[:20_000]
     for s in [text, "I'll say, \"Thou art 2 naïve!\"", "ab ab  ab\n\nx", "日本語の 🤖🤖  x", ""]:
         assert solutions["pre_split"](s) == tl.BPETokenizer().pre_tokenize(s)
 
@@ -482,7 +692,7 @@ def test_the_trainer_encoder_and_decoder_are_the_librarys_on_shakespeare():
     import transformer_lib as tl
 
     solutions = _solutions(TOKENS)
-    text = (EXERCISES.parent / "data" / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")[:5_000]
+    text = _shakespeare()[:5_000]
     tok = tl.BPETokenizer().train(text, 256 + 60)
     merges = solutions["train_bpe"](text, 60)
     assert list(merges.items()) == list(tok.merges.items())
@@ -490,3 +700,39 @@ def test_the_trainer_encoder_and_decoder_are_the_librarys_on_shakespeare():
     ids = solutions["encode"](sample, merges)
     assert ids == tok.encode(sample)
     assert solutions["decode"](ids, merges) == tok.decode(ids) == sample
+
+
+def test_the_block_and_the_loss_are_the_librarys_gpt():
+    """On a block of the library's "gpt-tiny" model, its weights taken as they are: the same block output and loss."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    import transformer_lib as tl
+
+    solutions = _solutions("07_language_model")
+    config = tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=11)
+    assert config.norm_first and config.activation == "gelu_tanh"
+    torch.manual_seed(0)
+    model = tl.build_model(config).double().eval()
+    block = model.decoder.layers[0]
+    params = {f"{kind}_{n}": getattr(getattr(block.self_attn, f"W_{n}"), part).detach().numpy()
+              for n in "qkvo" for kind, part in (("W", "weight"), ("b", "bias"))}
+    for i in (1, 2):
+        params[f"W_{i}"] = getattr(block.feed_forward, f"W_{i}").weight.detach().numpy()
+        params[f"b_{i}"] = getattr(block.feed_forward, f"W_{i}").bias.detach().numpy()
+    for i, norm in ((1, block.add_norm1.norm), (2, block.add_norm3.norm)):
+        params[f"gamma_{i}"], params[f"beta_{i}"] = norm.weight.detach().numpy(), norm.bias.detach().numpy()
+    x = torch.randn(2, 5, config.d_model, dtype=torch.float64)
+    with torch.no_grad():
+        want = block(x, tgt_mask=tl.causal_mask(5)).numpy()
+    np.testing.assert_allclose(solutions["decoder_block"](x.numpy(), params, config.num_heads), want,
+                               rtol=1e-9, atol=1e-10)
+    # the loss: chapter 14's next_token_loss on the model's log-probabilities, padding ignored
+    ids = torch.tensor([[1, 5, 6, 7, 2, 0, 0], [1, 8, 9, 4, 3, 10, 2]])
+    with torch.no_grad():
+        log_probs = model(ids)  # (batch, seq, vocab), causal
+        want = F.nll_loss(log_probs[:, :-1].reshape(-1, 11), ids[:, 1:].reshape(-1), ignore_index=0).item()
+    got = solutions["next_token_loss"](log_probs.numpy(), ids.numpy(), 0)  # log-probabilities are logits too
+    assert abs(got - want) < 1e-12
+    assert abs(solutions["uniform_loss"](11) - F.cross_entropy(torch.zeros(1, 11), torch.tensor([3])).item()) < 1e-6

@@ -76,6 +76,12 @@ from .set06_tokenisation import (
     check_round_trip,
     check_train_bpe,
 )
+from .set07_language_model import (
+    check_causal_self_attention,
+    check_decoder_block,
+    check_next_token_loss,
+    check_uniform_loss,
+)
 from .set08_generation import (
     cache_of,
     check_attention_over_sequence,
@@ -110,6 +116,7 @@ __all__ = [
     "check_attention_scores",
     "check_attention_step",
     "check_beam_search",
+    "check_causal_self_attention",
     "check_brevity_penalty",
     "check_causal_mask",
     "check_clipped_counts",
@@ -118,6 +125,7 @@ __all__ = [
     "check_corpus_bleu",
     "check_count_parameters",
     "check_decode",
+    "check_decoder_block",
     "check_decoder_mask",
     "check_encode",
     "check_encoder_layer",
@@ -128,6 +136,7 @@ __all__ = [
     "check_merge",
     "check_merge_heads",
     "check_multi_head_attention",
+    "check_next_token_loss",
     "check_offset_matrix",
     "check_padding_mask",
     "check_pair_counts",
@@ -143,6 +152,7 @@ __all__ = [
     "check_top_k_filter",
     "check_top_p_filter",
     "check_train_bpe",
+    "check_uniform_loss",
     "expect_array",
     "expect_order",
     "expect_tuple",
