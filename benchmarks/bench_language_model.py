@@ -2,7 +2,7 @@
 
 ``scripts/train_shakespeare.py`` (``make shakespeare``) trains nanoGPT's CPU configuration of
 its character-level Shakespeare model with the library and records the run in
-``results/shakespeare/<name>.json``. This benchmark retrains nothing: it reads every such
+``transformer_lib/records/shakespeare/<name>.json``. This benchmark retrains nothing: it reads every such
 file and prints one row per run: validation loss (mean over 200 random batches of 12
 windows, and over the whole validation split in non-overlapping windows), per character
 for a BPE run, steps, training time (wall and processor time: on a machine shared with other
@@ -19,9 +19,10 @@ Run on its own (``python benchmarks/bench_language_model.py``) or through ``benc
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "shakespeare"
+from transformer_lib.resources import records_path
+
+RESULTS = records_path("shakespeare")
 GOAL_LOSS = 1.88
 GOAL_SECONDS = 300.0
 REFERENCE_STEPS = 2000
@@ -56,7 +57,7 @@ def row(name: str, result: dict) -> dict:
 
 
 def run() -> list[dict]:
-    """One row per recorded run (``results/shakespeare/*.json``), the 2,000-step run first."""
+    """One row per recorded run (``transformer_lib/records/shakespeare/*.json``), the 2,000-step run first."""
     paths = sorted(RESULTS.glob("*.json"), key=lambda p: (p.stem != "char", p.stem))
     rows = []
     for path in paths:

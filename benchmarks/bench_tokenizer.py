@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import transformer_lib as tl
+from transformer_lib.resources import data_path
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare" / "input.txt"
+CORPUS = data_path("tinyshakespeare", "input.txt")
 
 
 def read_corpus(path: Path = CORPUS) -> str:

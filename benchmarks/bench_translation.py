@@ -3,10 +3,10 @@
 Two measurements on the Tatoeba pairs (``transformer_lib.translation``; the split by
 English sentence, 2,000 test sentences, every reference translation of each):
 
-- ``shipped model``: ``results/translation/model.pt`` (trained by ``make translation``) is
+- ``shipped model``: ``transformer_lib/records/translation/model.pt`` (trained by ``make translation``) is
   loaded and evaluated, not retrained: test sacreBLEU (default ``13a`` tokenisation)
   with greedy decoding and with beam search of width 4 (length normalisation 0.6), beside
-  the values ``results/translation/results.json`` recorded; then the recorded training
+  the values ``transformer_lib/records/translation/results.json`` recorded; then the recorded training
   time (wall and processor minutes, the load average when it started). Goal: test BLEU
   >= 30 within 10 minutes of training.
 - ``training step``: the same-size model (the recorded config) in the same training step

@@ -20,12 +20,13 @@ windows), then the final validation loss and next-character accuracy on 200 fixe
 batches. A seed sets the initial weights and the order of the training windows.
 
 Runs go ``--jobs`` at a time in separate processes of one thread each. Each finished run
-is written at once to ``results/ablations/results.json``, and a run already there with the
-same settings is skipped, so a stopped invocation continues where it stopped. A variant
-whose switch the library does not have yet is listed as pending and skipped.
+is written at once to ``transformer_lib/records/ablations/results.json``, and a run already
+there with the same settings is skipped, so a stopped invocation continues where it stopped.
+A variant whose switch the library does not have yet is listed as pending and skipped.
 
 ``python scripts/ablations.py`` (``make ablations``) runs what is missing and prints the
-table; ``--table`` prints it from the results alone.
+table; ``--table`` prints it from the results alone. ``--device cuda`` trains on an NVIDIA
+GPU (``make ablations ABLATIONS_ARGS="--device cuda"``); each run's record notes its device.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import dataclasses
 import importlib.metadata
 import json
 import math
+import multiprocessing
 import os
 import platform
 import statistics
@@ -58,8 +60,11 @@ from transformer_lib.training import EVAL_SEED, language_model_loss
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_shakespeare as shakespeare  # noqa: E402  (the corpus, its split and the baseline's settings)
+from devices import add_device_option  # noqa: E402
+from devices import describe as describe_device  # noqa: E402
 
-RESULTS = ROOT / "results" / "ablations" / "results.json"
+#: the shipped record: the package's records folder, in this source tree
+RESULTS = ROOT / "transformer_lib" / "records" / "ablations" / "results.json"
 SEEDS = (0, 1, 2)
 STEPS = 600
 
@@ -208,6 +213,7 @@ def loss_and_accuracy(
     total, right, count = 0.0, 0, 0
     with torch.no_grad():
         for batch in data.loader(batch_size, num_batches, seed):
+            batch = batch.to(_device_of(model))
             log_probs = model(batch.tgt_in)  # (batch, T, V)
             total += F.nll_loss(log_probs.flatten(0, 1), batch.tgt_out.flatten(), reduction="sum").item()
             right += int((log_probs.argmax(-1) == batch.tgt_out).sum())
@@ -226,6 +232,7 @@ def seq2seq_loss_and_accuracy(model: torch.nn.Module, data) -> tuple[float, floa
     total, right, count = 0.0, 0, 0
     with torch.no_grad():
         for batch in data.batches(500, shuffle=False):
+            batch = batch.to(_device_of(model))
             log_probs = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (batch, tgt_len, V)
             real = batch.tgt_out != PAD_ID  # (batch, tgt_len)
             total += F.nll_loss(log_probs.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID,
@@ -233,6 +240,10 @@ def seq2seq_loss_and_accuracy(model: torch.nn.Module, data) -> tuple[float, floa
             right += int(((log_probs.argmax(-1) == batch.tgt_out) & real).sum())
             count += int(real.sum())
     return total / count, right / count
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def finite(x: float) -> float | None:
@@ -263,7 +274,9 @@ def reverse_splits():
     return _DATA["reverse"]
 
 
-def run(name: str, seed: int, steps: int | None = None, final_batches: int | None = None) -> dict[str, Any]:
+def run(
+    name: str, seed: int, steps: int | None = None, final_batches: int | None = None, device: str = "cpu"
+) -> dict[str, Any]:
     """Train variant ``name`` from ``seed`` and measure it; returns the run's record for the results file.
 
     Args:
@@ -274,6 +287,7 @@ def run(name: str, seed: int, steps: int | None = None, final_batches: int | Non
             warm-up keeps its share of it (100 of 600 steps: 17 of 100).
         final_batches: the batches of the final measurement of a language model (default
             200, ``LM["final_eval_batches"]``; fewer for a quick check).
+        device: where to train (``"cpu"``, ``"cuda"``); the record notes it.
     """
     v = variant(name)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -287,7 +301,7 @@ def run(name: str, seed: int, steps: int | None = None, final_batches: int | Non
         t["final_eval_batches"] = final_batches
     start = time.perf_counter()
     torch.manual_seed(seed)
-    model = tl.build_model(model_config(v))
+    model = tl.build_model(model_config(v)).to(device)
     if v.group == "reverse":
         train_set, test_set = reverse_splits()
         history = tl.train(model, train_set, steps=t["steps"], batch_size=t["batch_size"],
@@ -313,6 +327,7 @@ def run(name: str, seed: int, steps: int | None = None, final_batches: int | Non
                  "train loss": finite(language_model_loss(model, train_set, 20, t["batch_size"]))}  # fmt: skip
     return {
         "variant": name, "seed": seed, "settings": s, "parameters": tl.count_parameters(model),
+        "device": str(device),
         "curve": curve, "final": final,
         "diverged": not all(math.isfinite(x) for x in history.losses),
         "seconds": {"training steps": round(history.train_seconds, 1),
@@ -321,9 +336,9 @@ def run(name: str, seed: int, steps: int | None = None, final_batches: int | Non
     }  # fmt: skip
 
 
-def _run_in_worker(name: str, seed: int, steps: int | None) -> dict[str, Any]:
+def _run_in_worker(name: str, seed: int, steps: int | None, device: str = "cpu") -> dict[str, Any]:
     torch.set_num_threads(1)
-    return run(name, seed, steps)
+    return run(name, seed, steps, device=device)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,7 +374,8 @@ def library_state() -> dict[str, Any]:
 
     return {"transformer_lib": importlib.metadata.version("transformer-lib"), "torch": torch.__version__,
             "python": platform.python_version(), "commit": git("rev-parse", "HEAD").strip(),
-            "library edited since the commit": bool(git("status", "--porcelain", "--", "transformer_lib"))}  # fmt: skip
+            "library edited since the commit": bool(git("status", "--porcelain", "--", "transformer_lib",
+                                                        ":(exclude)transformer_lib/records"))}  # fmt: skip
 
 
 def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None) -> list[tuple[str, int]]:
@@ -474,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--table", action="store_true", help="print the table from the results file and stop")
+    add_device_option(parser)
     args = parser.parse_args(argv)
     for name in args.variants:
         variant(name)
@@ -488,7 +505,8 @@ def main(argv: list[str] | None = None) -> None:
     work = todo(results, args.variants, args.seeds, args.steps)
     invocation = {
         "command": "python scripts/ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "versions": library_state(), "hardware": shakespeare.hardware(1), "parallel runs": args.jobs,
+        "versions": library_state(), "hardware": {**shakespeare.hardware(1), **describe_device(args.device)},
+        "parallel runs": args.jobs,
         "threads per run": 1, "runs": len(work), "wall seconds": None,
     }  # fmt: skip
     results["invocations"].append(invocation)
@@ -499,8 +517,11 @@ def main(argv: list[str] | None = None) -> None:
         if not remaining:
             break
         try:
-            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                futures = [pool.submit(_run_in_worker, name, seed, args.steps) for name, seed in remaining]
+            # CUDA cannot be used in a forked process: with a GPU the workers are started afresh
+            context = multiprocessing.get_context("spawn" if args.device.type == "cuda" else None)
+            with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
+                futures = [pool.submit(_run_in_worker, name, seed, args.steps, str(args.device))
+                           for name, seed in remaining]
                 for future in as_completed(futures):
                     record = future.result()
                     record["invocation"] = len(results["invocations"]) - 1

@@ -6,7 +6,7 @@ learning rate 1e-3, cosine decay to 1e-4, 100 warm-up steps, beta2 0.99, weight 
 gradient clipping at 1.0) and reports a validation loss of about 1.88. This script trains
 the same configuration built from the library (``preset("gpt-tiny")`` widened to those
 sizes: GELU, pre-norm, learned positions, tied embeddings, as GPT-2) with ``tl.train``,
-and writes ``results/shakespeare/<name>.json`` (settings, versions, hardware, times, the
+and writes ``transformer_lib/records/shakespeare/<name>.json`` (settings, versions, hardware, times, the
 loss curve, the final losses, samples) and a float16 checkpoint ``<name>.pt``.
 
 How the losses are measured (nats per token):
@@ -25,6 +25,8 @@ model's.
 Run ``python scripts/train_shakespeare.py`` (``make shakespeare``), or with
 ``--steps 10000 --name char_long`` for a longer budget. Use ``--threads 1`` (the default)
 when other work shares the machine: a one-thread time is an upper bound for two cores.
+``--device cuda`` trains on an NVIDIA GPU (``make shakespeare SHAKESPEARE_ARGS="--device cuda"``);
+the record notes the device. ``--out`` writes the record and checkpoint to another folder.
 """
 
 from __future__ import annotations
@@ -36,19 +38,25 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 import transformer_lib as tl
+from transformer_lib.resources import data_path
 from transformer_lib.text import TextDataset, split_text
 from transformer_lib.training import EVAL_SEED, language_model_loss
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT = ROOT / "data" / "tinyshakespeare" / "input.txt"
+sys.path.insert(0, str(ROOT / "scripts"))
+from devices import add_device_option, describe  # noqa: E402
+
+TEXT = data_path("tinyshakespeare", "input.txt")
 TEXT_MD5 = "6fb458f1232090904fb40fe944165e91"
-RESULTS = ROOT / "results" / "shakespeare"
+#: where the shipped records live: the package's records folder, in this source tree
+RESULTS = ROOT / "transformer_lib" / "records" / "shakespeare"
 
 #: nanoGPT's CPU run of its character-level Shakespeare model, as its README gives it
 SETTINGS = dict(
@@ -165,7 +173,10 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=None, help="the BPE tokeniser's vocabulary")
     parser.add_argument("--name", default=None, help="output name (default: char, or bpe<vocab size>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for <name>.json and <name>.pt")
+    add_device_option(parser)
     args = parser.parse_args()
+    out = args.out
     name = args.name or ("char" if args.tokenizer == "char" else f"bpe{args.vocab_size}")
     torch.set_num_threads(args.threads)
     machine = hardware(args.threads)
@@ -178,7 +189,7 @@ def main() -> None:
     tokens_per_char = len(val.ids) / (len(text) - int(len(text) * 0.9))
 
     # 2) the model and the training run
-    model = build(tokenizer.vocab_size, seed=args.seed)
+    model = build(tokenizer.vocab_size, seed=args.seed).to(args.device)
     history = run_training(model, train, val, args.steps, seed=args.seed, progress=not args.no_progress)
 
     # 3) the final losses: 200 random batches, the whole split, and the float16 checkpoint
@@ -188,10 +199,11 @@ def main() -> None:
         "validation loss, whole split in non-overlapping windows": language_model_loss(model, val, None),
         "training loss, 200 random batches of 12": language_model_loss(model, train, n, SETTINGS["batch_size"]),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    checkpoint = RESULTS / f"{name}.pt"
+    model = model.cpu()  # the checkpoint and the samples from the CPU, whichever device trained
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / f"{name}.pt"
     tl.save_checkpoint(checkpoint, model, history=history, dtype=torch.float16)
-    tokenizer.save(RESULTS / f"{name}_tokenizer.json")
+    tokenizer.save(out / f"{name}_tokenizer.json")
     restored, _ = tl.load_checkpoint(checkpoint)
     check = language_model_loss(restored, val, SETTINGS["eval_batches"], SETTINGS["batch_size"])
     # nanoGPT's 1.88 is per character: a BPE run is held to it per character
@@ -206,14 +218,16 @@ def main() -> None:
         if args.tokenizer == "char" else f"the same GPT on byte-level BPE tokens ({tokenizer.vocab_size})",
         "command": f"python scripts/train_shakespeare.py --steps {args.steps} --threads {args.threads} "
         f"--seed {args.seed} --tokenizer {args.tokenizer}"
-        + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "") + f" --name {name}",
+        + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "") + f" --name {name}"
+        + (f" --device {args.device}" if args.device.type != "cpu" else ""),
         "settings": {**SETTINGS, "betas": list(SETTINGS["betas"]), "steps": args.steps, "decay_steps": args.steps,
                      "tokenizer": args.tokenizer, "vocab_size": tokenizer.vocab_size,
                      "parameters": tl.count_parameters(model), "eval seed": EVAL_SEED},
         "seed": args.seed,
         "versions": {"transformer_lib": importlib.metadata.version("transformer-lib"), "torch": torch.__version__,
                      "python": platform.python_version()},
-        "hardware": {**machine, "load average at end (1, 5, 15 min)": [round(x, 2) for x in os.getloadavg()]},
+        "hardware": {**machine, **describe(args.device),
+                     "load average at end (1, 5, 15 min)": [round(x, 2) for x in os.getloadavg()]},
         "seconds": {"training steps": round(history.train_seconds, 1),
                     "training steps, processor time": round(history.train_cpu_seconds, 1),
                     "training with its evaluations": round(history.total_seconds, 1),
@@ -235,9 +249,9 @@ def main() -> None:
         "samples": {"prompt": PROMPT, "max new tokens": 300, "generator seed": args.seed,
                     "by temperature": samples(model, tokenizer, args.seed)},
     }  # fmt: skip
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({k: result[k] for k in ("final", "seconds", "goal")}, indent=1))
-    print(f"wrote {RESULTS / name}.json and {checkpoint.name} ({checkpoint.stat().st_size / 1e6:.1f} MB)")
+    print(f"wrote {out / name}.json and {checkpoint.name} ({checkpoint.stat().st_size / 1e6:.1f} MB)")
     if not math.isfinite(val_loss):
         raise SystemExit("the validation loss is not finite")
 

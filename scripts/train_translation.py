@@ -4,16 +4,18 @@
 thread, fixed seed, a fixed number of steps), measuring the greedy validation BLEU on a
 fixed subset of the validation sentences every ``eval_every`` steps, then
 
-- writes ``results/translation/model.pt``: the weights in float16, the config and the two
+- writes ``transformer_lib/records/translation/model.pt``: the weights in float16, the config and the two
   vocabularies (:func:`transformer_lib.translation.save_translation_model`);
 - evaluates the held-out TEST set once, at the end (greedy, and beam search of widths 1,
   2, 4 and 8 with length normalisation), with sacreBLEU's defaults against every
   reference translation of each English sentence, on the weights as saved;
-- writes ``results/translation/results.json``: settings, seed, versions, hardware and load,
+- writes ``transformer_lib/records/translation/results.json``: settings, seed, versions, hardware and load,
   wall and processor times, the training curve and the final BLEU scores.
 
 Settings were chosen on the validation BLEU only. ``--steps`` and ``--out`` change the run
-(e.g. a short trial that must not overwrite the shipped results).
+(e.g. a short trial that must not overwrite the shipped results). ``--device cuda`` trains and
+evaluates on an NVIDIA GPU (``make translation TRANSLATION_ARGS="--device cuda"``); the record's
+hardware notes the device.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +37,11 @@ import transformer_lib as tl
 from transformer_lib import translation as tr
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "results" / "translation"
+sys.path.insert(0, str(ROOT / "scripts"))
+from devices import add_device_option, describe  # noqa: E402
+
+#: where the shipped model and record live: the package's records folder, in this source tree
+OUT = ROOT / "transformer_lib" / "records" / "translation"
 SEED = 0
 THREADS = 1  # the budget a laptop can spare, and the setting at which the record's times are measured
 DATA = dict(min_freq=2, num_valid=2000, num_test=2000, seed=SEED)
@@ -106,6 +113,7 @@ def main() -> None:
     parser.add_argument("--beams", default=",".join(map(str, BEAMS)), help="beam widths for the test scores")
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads (default %(default)s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_device_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +121,7 @@ def main() -> None:
     start = time.perf_counter()
 
     data = tr.make_translation_data(**DATA)
-    model = build(data)
+    model = build(data).to(args.device)
     training = dict(TRAINING, steps=args.steps)
     print(
         f"{len(data.splits['train'])} training pairs, vocabularies {len(data.src_vocab)} (English) and "
@@ -126,6 +134,7 @@ def main() -> None:
     path = args.out / "model.pt"
     tr.save_translation_model(path, model, data.src_vocab, data.tgt_vocab, history)
     model, _, _, _ = tr.load_translation_model(path)  # evaluate the weights as shipped (float16)
+    model = model.to(args.device)
     scores = test_scores(model, data, tuple(int(k) for k in args.beams.split(",") if k))
 
     results = {
@@ -137,7 +146,7 @@ def main() -> None:
         "training": training,
         "seed": SEED,
         "versions": {"torch": torch.__version__, "sacrebleu": sacrebleu.__version__, "git_commit": git_commit()},
-        "hardware": hardware(),
+        "hardware": {**hardware(), **describe(args.device)},
         "load_average": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
         "parameters": tl.count_parameters(model),
         "model_file_mb": round(path.stat().st_size / 1e6, 2),

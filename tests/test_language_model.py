@@ -10,11 +10,12 @@ import pytest
 import torch
 
 import transformer_lib as tl
+from transformer_lib.resources import data_path, records_path
 from transformer_lib.text import split_text
 from transformer_lib.training import language_model_loss
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "results" / "shakespeare"
+RESULTS = records_path("shakespeare")
 _spec = importlib.util.spec_from_file_location("train_shakespeare", ROOT / "scripts" / "train_shakespeare.py")
 shakespeare = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shakespeare)
@@ -33,13 +34,21 @@ def splits(text):
 
 
 def test_the_corpus_is_tiny_shakespeare(text, tmp_path):
-    data = (ROOT / "data" / "tinyshakespeare" / "input.txt").read_bytes()
+    data = data_path("tinyshakespeare", "input.txt").read_bytes()
     assert hashlib.md5(data).hexdigest() == "6fb458f1232090904fb40fe944165e91"
     assert len(text) == 1_115_394 and len(set(text)) == 65 and text.startswith("First Citizen:\n")
     changed = tmp_path / "input.txt"
     changed.write_bytes(data.replace(b"Citizen", b"citizen", 1))
     with pytest.raises(ValueError, match="md5 6fb458f1232090904fb40fe944165e91.*got [0-9a-f]{32}"):
         shakespeare.read_text(changed)
+
+
+def test_the_script_trains_on_bpe_tokens_of_any_vocabulary_size():
+    """Chapter 15 says the training script takes ``--tokenizer bpe --vocab-size N``; a wheel has no
+    scripts, so the check lives here."""
+    source = (ROOT / "scripts" / "train_shakespeare.py").read_text(encoding="utf-8")
+    assert '"--tokenizer", choices=("char", "bpe")' in source
+    assert 'parser.add_argument("--vocab-size", type=int' in source
 
 
 def test_the_split_is_90_10_by_position(text, splits):

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import transformer_lib as tl
+from transformer_lib.resources import data_path
 from transformer_lib.tokenizer import GPT2_PATTERN, bytes_to_unicode, learn_merges, tokens_per_character
 
-ROOT = Path(__file__).resolve().parents[1]
-SHAKESPEARE = ROOT / "data" / "tinyshakespeare" / "input.txt"
+SHAKESPEARE = data_path("tinyshakespeare", "input.txt")
 
 # Sennrich et al. (2016)'s example dictionary: low 5, lower 2, newest 6, widest 3.
 SENNRICH = " low" * 5 + " lower" * 2 + " newest" * 6 + " widest" * 3
@@ -32,12 +30,8 @@ MIXED = (
 
 
 def shakespeare_text() -> str:
-    """The tiny Shakespeare corpus from the repository (plain or gzip), or skip."""
-    for path in (SHAKESPEARE, SHAKESPEARE.with_suffix(".txt.gz")):
-        if path.exists():
-            data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-            return data.decode("utf-8")
-    pytest.skip(f"tiny Shakespeare not found at {SHAKESPEARE.relative_to(ROOT)}")
+    """The tiny Shakespeare corpus shipped with the library (transformer_lib/data)."""
+    return SHAKESPEARE.read_text(encoding="utf-8")
 
 
 def replace_pair(ids: tuple[int, ...], pair: tuple[int, int], new_id: int) -> tuple[int, ...]:
