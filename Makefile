@@ -68,14 +68,16 @@ test: lint unit notebooks matrix book-tests
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
-# a small GPT on tiny Shakespeare with nanoGPT's CPU settings, into results/shakespeare/char.json
-# (about 5 minutes on one thread); SHAKESPEARE_ARGS="--steps 10000 --name char_long" for longer
+# a small GPT on tiny Shakespeare with nanoGPT's CPU settings, into transformer_lib/records/shakespeare/char.json
+# (about 5 minutes on one thread); SHAKESPEARE_ARGS="--steps 10000 --name char_long" for longer.
+# Each training target runs on the CPU unless given a device: SHAKESPEARE_ARGS="--device cuda" (likewise
+# TRANSLATION_ARGS, ABLATIONS_ARGS) trains on an NVIDIA GPU, and the record notes the device
 SHAKESPEARE_ARGS ?=
 .PHONY: shakespeare
 shakespeare: $(STAMP)
 	$(BIN)/python scripts/train_shakespeare.py $(SHAKESPEARE_ARGS)
 
-# the English -> French Transformer on the Tatoeba pairs, into results/translation/ (model.pt and
+# the English -> French Transformer on the Tatoeba pairs, into transformer_lib/records/translation/ (model.pt and
 # results.json; about 9 minutes in all on an idle 2-core machine, 6.9 of them training steps on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try
 TRANSLATION_ARGS ?=
 .PHONY: translation
@@ -83,7 +85,7 @@ translation: $(STAMP)
 	$(BIN)/python scripts/train_translation.py $(TRANSLATION_ARGS)
 
 # the ablations of chapter 17: every variant of the small GPT x 3 seeds, two runs at a time, into
-# results/ablations/results.json (finished runs are kept, so a stopped run continues); prints the table
+# transformer_lib/records/ablations/results.json (finished runs are kept, so a stopped run continues); prints the table
 ABLATIONS_ARGS ?=
 .PHONY: ablations
 ablations: $(STAMP)

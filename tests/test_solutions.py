@@ -3,7 +3,8 @@ leave a solution that no longer works (or no longer says what its prose claims).
 
 A solution's code is each ``python`` fenced block inside a ``{solution}`` directive of a
 chapter. The blocks of one solution run in order, in a fresh namespace prepared by the
-chapter's setup cell (its first code cell: imports and seeds) and nothing else, so a
+chapter's setup cell (its first code cell a reader sees: imports and seeds; the hidden cell
+before it installs the library where it is missing, tools/install_cell.py) and nothing else, so a
 reader can paste a solution into a fresh notebook after the setup cell. A solution's own
 ``assert`` lines are its checks.
 """
@@ -29,7 +30,7 @@ LABEL = re.compile(r"\{solution\}\s*(\S+)")
 
 
 def setup_cell(cells: list[dict]) -> str:
-    first = next(c for c in cells if c["cell_type"] == "code")
+    first = next(c for c in cells if c["cell_type"] == "code" and "remove-cell" not in c["metadata"].get("tags", []))
     return "\n".join(line for line in "".join(first["source"]).splitlines() if not line.lstrip().startswith("%"))
 
 
