@@ -31,7 +31,9 @@ def test_every_frame_fits_the_column(chapter):
 
 
 def test_the_deep_post_norm_stack_is_slower_not_stuck(chapter):
-    # what the text says about runs longer than the chapter's 200 steps
+    # what the text says about runs longer than the chapter's 200 steps. At step 600 the run
+    # without warm-up is halfway down its drop (0.92 and 0.90 on two numeric paths), so only
+    # "still coming down" is checked there, not its value
     chapter.inject(
         "def mean_at(losses, step):\n"
         "    return losses[step - 20:step].mean()\n"
@@ -39,7 +41,7 @@ def test_the_deep_post_norm_stack_is_slower_not_stuck(chapter):
         "warm = train_reverse(6, False, warmup=200, steps=800)\n"
         "slow = train_reverse(6, False, lr=1e-3)\n"
         "assert mean_at(plain, 400) > 1.5 and mean_at(plain, 800) < 0.05\n"
-        "assert round(mean_at(warm, 600), 2) == 0.01\n"
-        "assert round(mean_at(plain, 600), 2) == 0.92\n"
+        "assert mean_at(warm, 600) < 0.05\n"
+        "assert 0.3 < mean_at(plain, 600) < mean_at(plain, 400)\n"
         "assert mean_at(slow, 200) > 1.5\n"
     )
