@@ -3,16 +3,24 @@
 The baseline is chapter 16's character-level GPT (``scripts/train_shakespeare.py``: 4
 layers, 4 heads, width 128, context 64, batches of 12, pre-norm, learned positions, tied
 output layer, AdamW at 1e-3 with 100 warm-up steps and a cosine decay to 1e-4), trained
-for a shorter budget, ``STEPS`` steps, so that every variant fits three seeds. Each variant
-differs from its baseline in one setting (``VARIANTS``). Three groups:
+for a shorter budget, ``STEPS`` steps, so that every variant fits three seeds (more for the rows
+that three cannot decide). Each variant differs from its baseline in one setting (``VARIANTS``).
+Four groups:
 
 * ``main``: the baseline and one change each (attention scaling, heads, positions,
   residual connections, layer norm, post-norm, warm-up, label smoothing, weight tying);
 * ``deep``: post-norm against pre-norm, with and without warm-up, at a depth where it
   matters (``DEEP_MODEL``: 12 layers of width 64; and the post-norm stack without warm-up
   at 6 layers, where it still trains);
+* ``high_lr``: the baseline and the three changes with the largest effects (rotary positions,
+  post-norm, no attention scaling) again at twice the peak learning rate, 2e-3, to see whether
+  their verdicts hold at a second setting;
 * ``reverse``: label smoothing on and off for the reverse task of chapter 11, where the
   model's accuracy and its loss can pull in different directions.
+
+Without warm-up a language model starts at the peak learning rate and holds it until the step
+where the baseline's warm-up ends, then follows the baseline's cosine: the warm-up is the only
+thing that changes (``decay_from``; the cosine is not stretched over the whole run).
 
 Every run of a language model is measured the same way: its curve every ``eval_every``
 steps on the same 20 batches of 12 validation windows (``language_model_loss``'s fixed
@@ -23,6 +31,10 @@ Runs go ``--jobs`` at a time in separate processes of one thread each. Each fini
 is written at once to ``transformer_lib/records/ablations/results.json``, and a run already
 there with the same settings is skipped, so a stopped invocation continues where it stopped.
 A variant whose switch the library does not have yet is listed as pending and skipped.
+Every run records its full settings (the whole model configuration and the training settings),
+the commit its process started from, and whether the files a run imports (the library, this
+script, ``train_shakespeare.py``, ``devices.py``) differed from that commit; the script refuses
+to add a run made from such an edited tree to the shipped record unless ``--allow-dirty``.
 
 ``python scripts/ablations.py`` (``make ablations``) runs what is missing and prints the
 table; ``--table`` prints it from the results alone. ``--device cuda`` trains on an NVIDIA
@@ -49,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import scipy.stats
 import torch
 import torch.nn.functional as F
 
@@ -68,10 +81,26 @@ RESULTS = ROOT / "transformer_lib" / "records" / "ablations" / "results.json"
 SEEDS = (0, 1, 2)
 STEPS = 600
 
-#: chapter 16's settings (nanoGPT's CPU run) with a shorter budget and a denser curve
-LM = dict(shakespeare.SETTINGS, steps=STEPS, eval_every=50)
+#: the keys of chapter 16's settings that describe the model, not its training
+MODEL_KEYS = ("d_model", "num_heads", "num_layers", "d_ff", "dropout")
+#: chapter 16's training settings (nanoGPT's CPU run) with a shorter budget and a denser curve; the
+#: cosine decay starts where the warm-up ends (``decay_from``)
+LM = {k: val for k, val in shakespeare.SETTINGS.items() if k not in MODEL_KEYS}
+LM.update(steps=STEPS, eval_every=50, decay_from=LM["warmup_steps"])
+#: no warm-up, and nothing else: the peak rate from step 0, the baseline's cosine from step 100 on
+NO_WARMUP = dict(warmup_steps=0)
+#: the first runs without warm-up also started the cosine at step 0, stretching it over all 600 steps
+LONG_DECAY = dict(warmup_steps=0, decay_from=0)
+#: the names those runs had before their variants were split by where the cosine starts
+LONG_DECAY_NAMES = {"no_warmup": "no_warmup_long_decay", "post_norm_no_warmup": "post_norm_no_warmup_long_decay",
+                    "deep_pre_no_warmup": "deep_pre_no_warmup_long_decay",
+                    "deep_post_no_warmup": "deep_post_no_warmup_long_decay",
+                    "deep6_post_no_warmup": "deep6_post_no_warmup_long_decay"}  # fmt: skip
+#: the second learning rate of the headline rows
+HIGH_LR = dict(lr=2e-3)
 #: the model of chapter 16: the "gpt-tiny" preset at nanoGPT's sizes
 LM_MODEL = dict(d_model=128, num_heads=4, num_layers=4, d_ff=512, max_len=64, dropout=0.0)
+assert all(LM_MODEL[k] == shakespeare.SETTINGS[k] for k in MODEL_KEYS)
 #: the deep group: narrower, so that 12 layers cost about what the baseline's 4 do
 DEEP_MODEL = dict(LM_MODEL, d_model=64, d_ff=256, num_layers=12)
 #: chapter 11's reverse task and model, trained for a fixed budget (no early stop)
@@ -85,8 +114,8 @@ class Variant:
     """One experiment: its group's model and training with ``config`` and ``train`` changed.
 
     ``baseline`` names the variant it differs from in exactly one setting (itself for a
-    group's baseline); ``needs`` lists the config switches it uses, so a library without
-    them skips it.
+    group's baseline), or in two where ``also`` names the second; ``needs`` lists the config
+    switches it uses, so a library without them skips it.
     """
 
     name: str
@@ -96,6 +125,7 @@ class Variant:
     what: str
     config: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
+    also: str | None = None
 
 
 VARIANTS: tuple[Variant, ...] = (
@@ -122,25 +152,42 @@ VARIANTS: tuple[Variant, ...] = (
             config=dict(norm_first=False)),
     Variant("post_norm_no_warmup", "post-norm, no warm-up", "main", "post_norm",
             "post-norm, and the peak learning rate from the first step",
-            config=dict(norm_first=False), train=dict(warmup_steps=0)),
+            config=dict(norm_first=False), train=dict(NO_WARMUP)),
     Variant("no_warmup", "no warm-up", "main", "baseline", "the peak learning rate from the first step",
-            train=dict(warmup_steps=0)),
+            train=dict(NO_WARMUP)),
+    Variant("no_warmup_long_decay", "no warm-up, cosine from step 0", "main", "baseline",
+            "two changes: no warm-up, and the cosine stretched over all 600 steps (lower rates from step 100)",
+            train=dict(LONG_DECAY), also="decay_from"),
+    Variant("post_norm_no_warmup_long_decay", "post-norm, no warm-up, cosine from step 0", "main", "post_norm",
+            "post-norm; two changes: no warm-up, and the cosine stretched over all 600 steps",
+            config=dict(norm_first=False), train=dict(LONG_DECAY), also="decay_from"),
     Variant("label_smoothing", "label smoothing 0.1", "main", "baseline",
             "trained against targets smoothed with epsilon = 0.1", train=dict(smoothing=0.1)),
     Variant("untied", "untied output", "main", "baseline", "the output layer has its own matrix",
             config=dict(tie_output=False)),
     Variant("deep_pre", "12 layers, pre-norm", "deep", "deep_pre",
             "12 layers of width 64, pre-norm, warm-up 100"),
-    Variant("deep_pre_no_warmup", "12 layers, pre-norm, no warm-up", "deep", "deep_pre",
-            "the peak learning rate from the first step", train=dict(warmup_steps=0)),
+    Variant("deep_pre_no_warmup_long_decay", "12 layers, pre-norm, no warm-up, cosine from step 0", "deep",
+            "deep_pre", "two changes: no warm-up, and the cosine stretched over all 600 steps",
+            train=dict(LONG_DECAY), also="decay_from"),
     Variant("deep_post", "12 layers, post-norm", "deep", "deep_pre", "post-norm layers",
             config=dict(norm_first=False)),
-    Variant("deep_post_no_warmup", "12 layers, post-norm, no warm-up", "deep", "deep_post",
-            "post-norm, and the peak learning rate from the first step",
-            config=dict(norm_first=False), train=dict(warmup_steps=0)),
-    Variant("deep6_post_no_warmup", "6 layers, post-norm, no warm-up", "deep", "deep_post_no_warmup",
-            "the same post-norm stack without warm-up, 6 layers deep instead of 12",
-            config=dict(norm_first=False, num_layers=6), train=dict(warmup_steps=0)),
+    Variant("deep_post_no_warmup_long_decay", "12 layers, post-norm, no warm-up, cosine from step 0", "deep",
+            "deep_post", "post-norm; two changes: no warm-up, and the cosine stretched over all 600 steps",
+            config=dict(norm_first=False), train=dict(LONG_DECAY), also="decay_from"),
+    Variant("deep6_post_no_warmup_long_decay", "6 layers, post-norm, no warm-up, cosine from step 0", "deep",
+            "deep_post_no_warmup_long_decay", "the same stack, 6 layers deep instead of 12",
+            config=dict(norm_first=False, num_layers=6), train=dict(LONG_DECAY)),
+    Variant("high_lr_baseline", "baseline, lr 2e-3", "high_lr", "high_lr_baseline",
+            "the baseline at twice the peak learning rate (2e-3; the floor stays 1e-4)", train=dict(HIGH_LR)),
+    Variant("high_lr_rotary", "rotary positions, lr 2e-3", "high_lr", "high_lr_baseline",
+            "rotary positions at twice the peak learning rate", config=dict(positional="rotary"),
+            train=dict(HIGH_LR)),
+    Variant("high_lr_post_norm", "post-norm, lr 2e-3", "high_lr", "high_lr_baseline",
+            "post-norm at twice the peak learning rate", config=dict(norm_first=False), train=dict(HIGH_LR)),
+    Variant("high_lr_no_scale", "no 1/sqrt(d_k), lr 2e-3", "high_lr", "high_lr_baseline",
+            "no attention scaling at twice the peak learning rate", config=dict(attention_scale=False),
+            train=dict(HIGH_LR)),
     Variant("reverse_smoothing", "reverse, label smoothing 0.1", "reverse", "reverse_smoothing",
             "chapter 11's model and recipe on the reverse task, label smoothing 0.1", train=dict(smoothing=0.1)),
     Variant("reverse_no_smoothing", "reverse, no label smoothing", "reverse", "reverse_smoothing",
@@ -182,17 +229,43 @@ def missing_switches(v: Variant) -> list[str]:
 
 
 def settings(v: Variant, steps: int | None = None) -> dict[str, Any]:
-    """Everything that defines a run of ``v`` except its seed (a finished run is reused only if equal)."""
+    """Everything that defines a run of ``v`` except its seed: the whole model configuration
+    (``tl.TransformerConfig(**settings["model"])`` rebuilds it) and the training settings."""
     base = REVERSE if v.group == "reverse" else LM
     train = {**base, "smoothing": 0.0, **v.train}
     if steps is not None:  # a shorter (or longer) budget keeps the warm-up's share of it
-        train["warmup_steps"] = round(train["warmup_steps"] * steps / train["steps"])
+        for key in ("warmup_steps", "decay_from"):
+            if key in train:
+                train[key] = round(train[key] * steps / train["steps"])
         train["steps"] = steps
-    # the fields that differ from TransformerConfig's defaults: a switch added to the library
-    # later (at its default) leaves the settings of every finished run as they were
+    return {"model": dataclasses.asdict(model_config(v)), "training": json.loads(json.dumps(train))}
+
+
+def same_settings(recorded: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a finished run's settings are ``now``'s: a config field the library gained after the
+    run (absent from its record) counts as that field's default, so a new switch reruns nothing."""
     defaults = dataclasses.asdict(tl.TransformerConfig(src_vocab_size=1, tgt_vocab_size=1))
-    config = {k: val for k, val in dataclasses.asdict(model_config(v)).items() if val != defaults[k]}
-    return {"model": config, "training": json.loads(json.dumps(train))}
+    model = {**{k: defaults[k] for k in now["model"].keys() - recorded["model"].keys()}, **recorded["model"]}
+    return model == now["model"] and recorded["training"] == now["training"]
+
+
+def schedule(t: dict[str, Any]):
+    """The learning rate at each step of a language model's run with training settings ``t``.
+
+    ``cosine_lr``'s warm-up and cosine, except that the cosine starts at ``decay_from`` (the
+    baseline's end of warm-up) whatever the warm-up: before it, after any warm-up, the rate
+    holds at its peak. With ``decay_from == warmup_steps`` this is ``cosine_lr`` itself.
+    """
+    lr, warmup, start, steps, floor = t["lr"], t["warmup_steps"], t["decay_from"], t["steps"], t["min_lr"]
+    if not 0 <= warmup <= start < steps:
+        raise ValueError(f"decay_from must be in [warmup_steps={warmup}, steps={steps}), got {start}")
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return tl.optim.cosine_lr(step, lr, warmup, steps, floor)
+        return tl.optim.cosine_lr(max(step, start), lr, start, steps, floor)
+
+    return rate
 
 
 # --------------------------------------------------------------------------------------------------
@@ -314,11 +387,17 @@ def run(
                  "token accuracy": round(token_accuracy, 4)}  # fmt: skip
     else:
         train_set, val_set = shakespeare_splits()
+        optimizer = scheduler = None
+        if t["decay_from"] != t["warmup_steps"]:  # the cosine does not start where the warm-up ends
+            optimizer, _ = tl.optim.make_adamw(model, t["lr"], t["warmup_steps"], t["steps"], t["min_lr"],
+                                               t["weight_decay"], tuple(t["betas"]))  # fmt: skip
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(t))
         history = tl.train(model, train_set, steps=t["steps"], batch_size=t["batch_size"],
                            warmup_steps=t["warmup_steps"], lr=t["lr"], min_lr=t["min_lr"],
                            weight_decay=t["weight_decay"], betas=tuple(t["betas"]), clip_norm=t["clip_norm"],
                            smoothing=t["smoothing"], eval_data=val_set, eval_every=t["eval_every"],
-                           eval_batches=t["eval_batches"], seed=seed, progress=False)  # fmt: skip
+                           eval_batches=t["eval_batches"], seed=seed, progress=False,
+                           optimizer=optimizer, scheduler=scheduler)  # fmt: skip
         loss, accuracy = loss_and_accuracy(model, val_set, t["final_eval_batches"], t["batch_size"])
         curve = [{"step": st, "val loss": finite(va), "train loss": finite(tr), "seconds": round(sec, 2)}
                  for st, va, tr, sec in zip(history.eval_steps, history.eval_loss, history.eval_train_loss,
@@ -350,10 +429,42 @@ def run_key(name: str, seed: int) -> str:
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
-    """The results file, or an empty one."""
+    """The results file (its older runs brought to the present form, ``upgrade``), or an empty one."""
     if path.exists():
-        return json.loads(path.read_text())
+        return upgrade(json.loads(path.read_text()))
     return {"runs": {}, "invocations": []}
+
+
+def upgrade(results: dict[str, Any]) -> dict[str, Any]:
+    """Bring runs recorded before each run kept its full settings and its commit to the present form.
+
+    Such a run recorded only the model fields that differ from ``TransformerConfig``'s defaults,
+    and a training block that also held chapter 16's model sizes (width 128, 4 layers, whatever
+    the run's model); its cosine started where its warm-up ended. Its full configuration is
+    ``TransformerConfig(**model)``, its training settings are the block without the model's keys
+    and with ``decay_from = warmup_steps``, and its commit and edited-tree flag are those of the
+    invocation that made it. Runs already in the present form are left as they are.
+    """
+    for run in results["runs"].values():
+        if "commit" in run:  # recorded in the present form
+            continue
+        model, training = run["settings"]["model"], run["settings"]["training"]
+        run["settings"]["model"] = dataclasses.asdict(tl.TransformerConfig(**model))
+        for key in MODEL_KEYS:
+            training.pop(key, None)
+        if "lr_factor" not in training:  # a language model: its cosine started where its warm-up ended
+            training.setdefault("decay_from", training["warmup_steps"])
+        run["settings recorded as"] = (
+            "the model's fields that differ from the defaults, here in full; the "
+            "training settings without chapter 16's model sizes"
+        )
+        versions = results["invocations"][run["invocation"]]["versions"]
+        run["commit"] = versions["commit"]
+        run["edited files"] = ["transformer_lib"] if versions["library edited since the commit"] else []
+        if run["variant"] in LONG_DECAY_NAMES and training.get("decay_from") == 0:
+            run["variant"] = LONG_DECAY_NAMES[run["variant"]]
+    results["runs"] = {run_key(r["variant"], r["seed"]): r for r in results["runs"].values()}
+    return results
 
 
 def save(results: dict[str, Any], path: Path = RESULTS) -> None:
@@ -364,8 +475,20 @@ def save(results: dict[str, Any], path: Path = RESULTS) -> None:
     tmp.replace(path)
 
 
+#: what a run imports: an edit to any of them, not yet committed, makes a run's commit a partial account
+RUN_FILES = (
+    "transformer_lib",
+    ":(exclude)transformer_lib/records",
+    "scripts/ablations.py",
+    "scripts/train_shakespeare.py",
+    "scripts/devices.py",
+)
+
+
 def library_state() -> dict[str, Any]:
-    """The library's version and the repository commit the runs used (and whether the library was edited)."""
+    """The library's version, the repository commit the runs used, and the files a run imports that
+    differ from that commit (``edited files``; empty for a clean tree)."""
+
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -374,6 +497,7 @@ def library_state() -> dict[str, Any]:
 
     return {"transformer_lib": importlib.metadata.version("transformer-lib"), "torch": torch.__version__,
             "python": platform.python_version(), "commit": git("rev-parse", "HEAD").strip(),
+            "edited files": sorted(line[3:] for line in git("status", "--porcelain", "--", *RUN_FILES).splitlines()),
             "library edited since the commit": bool(git("status", "--porcelain", "--", "transformer_lib",
                                                         ":(exclude)transformer_lib/records"))}  # fmt: skip
 
@@ -387,20 +511,25 @@ def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int
             if missing_switches(v):
                 continue
             done = results["runs"].get(run_key(name, seed))
-            if done is None or done["settings"] != settings(v, steps):
+            if done is None or not same_settings(done["settings"], settings(v, steps)):
                 out.append((name, seed))
     return out
 
 
 def describe(results: dict[str, Any]) -> None:
     """Fill in what the runs were (variants, groups' settings, pending switches) in ``results``."""
-    results["what"] = ("ablations of chapter 16's character-level GPT on tiny Shakespeare (and label smoothing "
-                       "on chapter 11's reverse task): one change at a time, the same steps, three seeds")
+    results["what"] = (
+        "ablations of chapter 16's character-level GPT on tiny Shakespeare (and label smoothing "
+        "on chapter 11's reverse task): one change at a time, the same steps, three seeds or more; "
+        "each run records its own full settings and its commit"
+    )
     results["variants"] = {v.name: {"label": v.label, "group": v.group, "baseline": v.baseline, "what": v.what,
-                                    "config": v.config, "train": v.train} for v in VARIANTS}  # fmt: skip
+                                    "config": v.config, "train": v.train, "also": v.also}
+                           for v in VARIANTS}  # fmt: skip
     results["groups"] = {
         "main": {"model": LM_MODEL, "training": {**LM, "betas": list(LM["betas"])}},
         "deep": {"model": DEEP_MODEL, "training": {**LM, "betas": list(LM["betas"])}},
+        "high_lr": {"model": LM_MODEL, "training": {**LM, **HIGH_LR, "betas": list(LM["betas"])}},
         "reverse": {"model": dict(preset="tiny", **REVERSE_MODEL), "training": REVERSE},
     }
     results["measured as"] = {
@@ -410,24 +539,32 @@ def describe(results: dict[str, Any]) -> None:
         "validation windows; reverse task: exact match (greedy) and teacher-forced loss on 1,000 held-out sequences",
     }
     results["pending"] = {v.name: missing_switches(v) for v in VARIANTS if missing_switches(v)}
-    results["seeds"] = list(SEEDS)
+    results["seeds"] = list(SEEDS)  # every variant's; some have more (``seeds_of``)
 
 
 # --------------------------------------------------------------------------------------------------
 # the table
 
 
-def summary(results: dict[str, Any], seeds: tuple[int, ...] = SEEDS) -> list[dict[str, Any]]:
+def seeds_of(results: dict[str, Any], name: str) -> list[int]:
+    """The seeds of variant ``name`` in ``results``, in order."""
+    return sorted(r["seed"] for r in results["runs"].values() if r["variant"] == name)
+
+
+def summary(results: dict[str, Any], seeds: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
     """One row per variant: the mean and standard deviation over the seeds of its final numbers.
 
-    The standard deviation is the sample one (``statistics.stdev``, n - 1); a variant with
-    a missing seed has ``seeds`` < 3 and no spread if only one ran. ``vs baseline`` is the
-    mean of the per-seed differences from the variant's baseline (same seed: same initial
-    draw where the shapes agree, same batches), the paired comparison.
+    ``seeds``: which (default: every seed the results hold for the variant). The standard
+    deviation is the sample one (``statistics.stdev``, n - 1), with no spread if only one
+    ran. ``vs baseline`` is the mean of the per-seed differences from the variant's baseline
+    over the seeds both have (same seed: same initial draw where the shapes agree, same
+    batches), the paired comparison; ``paired`` counts them and ``p`` is the two-sided
+    paired t-test's p-value (Student's t with ``paired - 1`` degrees of freedom).
     """
     rows = []
     for v in VARIANTS:
-        runs = [results["runs"].get(run_key(v.name, s)) for s in seeds]
+        chosen = seeds_of(results, v.name) if seeds is None else seeds
+        runs = [results["runs"].get(run_key(v.name, s)) for s in chosen]
         runs = [r for r in runs if r is not None]
         metric = "exact match" if v.group == "reverse" else "val loss"
         values = [r["final"][metric] for r in runs]
@@ -440,28 +577,37 @@ def summary(results: dict[str, Any], seeds: tuple[int, ...] = SEEDS) -> list[dic
         other = "val loss" if v.group == "reverse" else "val accuracy"
         extra = [r["final"][other] for r in runs if r["final"][other] is not None]
         row[f"mean {other}"] = statistics.fmean(extra) if extra else None
-        base = {r["seed"]: r["final"][metric] for s in seeds
+        base = {s: r["final"][metric] for s in seeds_of(results, v.baseline)
                 if (r := results["runs"].get(run_key(v.baseline, s))) is not None}  # fmt: skip
         diffs = [r["final"][metric] - base[r["seed"]] for r in runs
                  if r["final"][metric] is not None and base.get(r["seed"]) is not None]  # fmt: skip
-        row["vs baseline"] = statistics.fmean(diffs) if diffs and v.name != v.baseline else None
+        compared = diffs and v.name != v.baseline
+        row["vs baseline"] = statistics.fmean(diffs) if compared else None
+        row["paired"] = len(diffs) if compared else 0
+        row["p"] = None
+        if compared and len(diffs) > 1 and statistics.stdev(diffs) > 0:
+            row["p"] = float(scipy.stats.ttest_1samp(diffs, 0.0).pvalue)
         rows.append(row)
     return rows
 
 
 def table(results: dict[str, Any]) -> str:
     """The summary as plain text."""
+
     def num(x: float | None, fmt: str = ".3f") -> str:
         return "-" if x is None else format(x, fmt)
 
-    lines = [f"{'variant':<34} {'seeds':>5} {'mean':>7} {'std':>6} {'vs base':>8} {'other':>7} {'params':>9}"]
+    lines = [f"{'variant':<34} {'seeds':>5} {'mean':>7} {'std':>6} {'vs base':>8} {'p':>6} {'other':>7} {'params':>9}"]
     for row in summary(results):
         other = row.get("mean val accuracy", row.get("mean val loss"))
         vs = num(row["vs baseline"], "+.3f")
         lines.append(f"{row['label']:<34} {row['seeds']:>5} {num(row['mean']):>7} {num(row['std']):>6} "
-                     f"{vs:>8} {num(other):>7} {num(row['parameters'], ','):>9}")  # fmt: skip
-    lines.append("mean, std: final validation loss over the seeds (reverse: exact match); vs base: paired "
-                 "difference from the variant's baseline; other: validation accuracy (reverse: loss)")
+                     f"{vs:>8} {num(row['p']):>6} {num(other):>7} {num(row['parameters'], ','):>9}")  # fmt: skip
+    lines.append(
+        "mean, std: final validation loss over the seeds (reverse: exact match); vs base: paired "
+        "difference from the variant's baseline over the seeds both have; p: two-sided paired t-test "
+        "(no correction for the many rows); other: validation accuracy (reverse: loss)"
+    )
     pending = results.get("pending") or {}
     if pending:
         lines.append(f"pending (the library lacks the switch): {pending}")
@@ -476,8 +622,7 @@ def finish(results: dict[str, Any], invocation: dict[str, Any], start: float, pa
     """Record this invocation's wall time and the load, and the total over all invocations; save."""
     invocation["wall seconds"] = round(time.perf_counter() - start, 1)
     invocation["load average at end (1, 5, 15 min)"] = [round(x, 2) for x in os.getloadavg()]
-    results["wall seconds, all invocations"] = round(
-        sum(i["wall seconds"] or 0.0 for i in results["invocations"]), 1)
+    results["wall seconds, all invocations"] = round(sum(i["wall seconds"] or 0.0 for i in results["invocations"]), 1)
     save(results, path)
 
 
@@ -490,6 +635,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--table", action="store_true", help="print the table from the results file and stop")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="add runs to the shipped record although the files a run imports differ from the commit",
+    )
     add_device_option(parser)
     args = parser.parse_args(argv)
     for name in args.variants:
@@ -500,12 +650,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.table:
         print(table(results))
         return
+    versions = library_state()
+    if versions["edited files"] and args.out.resolve() == RESULTS.resolve() and not args.allow_dirty:
+        raise ValueError(
+            f"the files a run imports differ from commit {versions['commit'][:7]}: "
+            f"{versions['edited files']}; commit them first, or pass --allow-dirty (the record "
+            "then lists them beside each run)"
+        )
     start = time.perf_counter()
     describe(results)
     work = todo(results, args.variants, args.seeds, args.steps)
     invocation = {
         "command": "python scripts/ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "versions": library_state(), "hardware": {**shakespeare.hardware(1), **describe_device(args.device)},
+        "versions": versions, "hardware": {**shakespeare.hardware(1), **describe_device(args.device)},
         "parallel runs": args.jobs,
         "threads per run": 1, "runs": len(work), "wall seconds": None,
     }  # fmt: skip
@@ -520,11 +677,15 @@ def main(argv: list[str] | None = None) -> None:
             # CUDA cannot be used in a forked process: with a GPU the workers are started afresh
             context = multiprocessing.get_context("spawn" if args.device.type == "cuda" else None)
             with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
-                futures = [pool.submit(_run_in_worker, name, seed, args.steps, str(args.device))
-                           for name, seed in remaining]
+                futures = [
+                    pool.submit(_run_in_worker, name, seed, args.steps, str(args.device)) for name, seed in remaining
+                ]
                 for future in as_completed(futures):
                     record = future.result()
                     record["invocation"] = len(results["invocations"]) - 1
+                    # the code this invocation's processes imported (a later commit does not change them)
+                    record["commit"] = versions["commit"]
+                    record["edited files"] = versions["edited files"]
                     results["runs"][run_key(record["variant"], record["seed"])] = record
                     finish(results, invocation, start, args.out)
                     print(f"{record['variant']:>22} seed {record['seed']}: {record['final']} "
