@@ -3,6 +3,8 @@
 Read in this order, each module using only those above it:
 
 - :mod:`.autograders`: the release's autograders read into memory (tests, points, checks);
+- :mod:`.files`: submitted files (and what a job wrote) read only if regular files, never through a
+  link, with a size limit, and never quoted in a message;
 - :mod:`.discover`: the submissions found, read and assigned to their exercise set;
 - :mod:`.sandbox`: isolation (bubblewrap, job users, control groups) and limits;
 - :mod:`.jobs`: one submission's job folder, its worker started in the sandbox, its processes;
@@ -16,8 +18,10 @@ How one submission is graded:
 1. Before any submission runs, the grader reads every autograder zip of the release into
    memory, with the checks package inside it, keeps a copy of the release folder, checks the
    output path and opens the journal beside it (:class:`ScoreTable`).
-2. The submission is read (never written), and a copy goes into a fresh job folder with a fresh
-   copy of its autograder and of ``worker.py``. The worker is started in the job's sandbox
+2. The submission is read (never written; only a regular file inside the folder, never through a
+   link: a symbolic link, FIFO, socket, device or outside hard link gets its row and is not
+   read), and a copy goes into a fresh job folder with a fresh copy of its autograder and of
+   ``worker.py``. The worker is started in the job's sandbox
    (:func:`sandbox_kind`): as root, bubblewrap's namespaces and a user of its own, so the job
    sees only its own folder, no repository (so no reference library) and a read-only system; a
    control group and ``RLIMIT_NPROC`` limit its memory and processes as a whole. Per-process
@@ -35,8 +39,9 @@ How one submission is graded:
    every expected value computed there by transformer_lib and PyTorch. Those are the points.
    Otter's score from inside the kernel is only compared with them: when it claims more, the row
    says ``tampered``.
-5. The row goes to the journal at once; at the end the CSV is moved into place with
-   ``os.replace`` and its SHA-256 printed.
+5. What the job wrote (its result and output; its recorded answers, of which the tests read a
+   copy) is read the same way. The row goes to the journal at once; at the end the CSV is moved
+   into place with ``os.replace`` and its SHA-256 printed.
 
 So a notebook that rebinds ``np.allclose`` or ``np.testing.assert_allclose``, patches otter or
 the checks, overwrites the test files in its folder, reads the hidden tests or forges otter's
