@@ -72,14 +72,17 @@ def model_config(name: str) -> tl.TransformerConfig:
 
 
 def settings(name: str, steps: int | None = None) -> dict[str, Any]:
-    """Everything that defines a run except its seed: the model's non-default fields and the training."""
+    """Everything that defines a run except its seed, as ``ablations.settings`` gives it: the whole model
+    configuration (``tl.TransformerConfig(**settings["model"])`` rebuilds it) and the training settings."""
     train = {**ablations.LM, "smoothing": 0.0}
     if steps is not None:  # a shorter budget keeps the warm-up's share of it
-        train["warmup_steps"] = round(train["warmup_steps"] * steps / train["steps"])
+        for key in ("warmup_steps", "decay_from"):
+            train[key] = round(train[key] * steps / train["steps"])
         train["steps"] = steps
-    defaults = dataclasses.asdict(tl.TransformerConfig(src_vocab_size=1, tgt_vocab_size=1))
-    config = {k: v for k, v in dataclasses.asdict(model_config(name)).items() if v != defaults[k]}
-    return {"model": config, "training": json.loads(json.dumps(train))}
+    if train["decay_from"] != train["warmup_steps"]:
+        raise ValueError("the baseline's cosine starts where its warm-up ends; got decay_from="
+                         f"{train['decay_from']} and warmup_steps={train['warmup_steps']}")
+    return {"model": dataclasses.asdict(model_config(name)), "training": json.loads(json.dumps(train))}
 
 
 def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
@@ -104,7 +107,7 @@ def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
              "train loss": ablations.finite(language_model_loss(model, train_set, 20, t["batch_size"]))}  # fmt: skip
     kv_bytes = 2 * model.config.num_layers * model.config.kv_heads * model.config.d_k * 4  # float32, per token
     return {
-        "variant": name, "seed": seed, "settings": s, "parameters": tl.count_parameters(model),
+        "variant": name, "seed": seed, "settings": s, "parameters": tl.count_parameters(model), "device": "cpu",
         "kv cache bytes per token (float32)": kv_bytes, "curve": curve, "final": final,
         "diverged": not all(math.isfinite(x) for x in history.losses),
         "seconds": {"training steps": round(history.train_seconds, 1),
@@ -117,7 +120,7 @@ def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int
     """The runs not yet in ``results`` with the settings they would have now; every variant's seed 0 first."""
     return [(name, seed) for seed in seeds for name in names
             if (done := results["runs"].get(ablations.run_key(name, seed))) is None
-            or done["settings"] != settings(name, steps)]  # fmt: skip
+            or not ablations.same_settings(done["settings"], settings(name, steps))]  # fmt: skip
 
 
 def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
         record["invocation"] = len(results["invocations"]) - 1
         # the code this process imported at its start (a later commit does not change a running process)
         record["commit"] = invocation["versions"]["commit"]
-        record["library edited since the commit"] = invocation["versions"]["library edited since the commit"]
+        record["edited files"] = invocation["versions"].get("edited files")
         results["runs"][ablations.run_key(name, seed)] = record
         ablations.finish(results, invocation, start, args.out)
         print(f"{name:>12} seed {seed}: {record['final']} ({record['seconds']['whole run']:.0f} s)", flush=True)

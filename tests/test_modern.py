@@ -222,6 +222,31 @@ def test_windowed_decoder_and_its_bounded_cache(positional):
                        tl.generate(model, ids[:, :5], 10, greedy=True, use_cache=False))
 
 
+def test_sliding_window_equals_mistral():
+    """Mistral is Llama with a sliding window: its weights in our model with ``window`` give its outputs."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from transformer_lib.llama import load_llama_tensors
+
+    torch.manual_seed(0)
+    hf = MistralForCausalLM(MistralConfig(
+        hidden_size=64, intermediate_size=172, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=100, max_position_embeddings=128, sliding_window=4, rms_norm_eps=1e-5, initializer_range=0.1,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None)).eval()  # fmt: skip
+    config = tl.TransformerConfig.preset("llama-tiny", d_ff=172)
+    plain = load_llama_tensors(tl.build_model(config), hf.state_dict()).eval()  # Llama has no window
+    ours = tl.build_model(dataclasses.replace(config, window=4)).eval()
+    ours.load_state_dict(plain.state_dict())
+    ids = torch.randint(0, 100, (2, 30), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = torch.log_softmax(hf(ids).logits, dim=-1)
+        torch.testing.assert_close(ours(ids), expected, rtol=0, atol=1e-5)
+        assert (plain(ids) - expected).abs().max() > 0.1  # without the window: another model
+    reference = hf_greedy(hf, ids[:, :3], 20)
+    assert torch.equal(tl.generate(ours, ids[:, :3], 20, greedy=True), reference)  # the cache keeps 3 keys
+
+
 # --------------------------------------------------------------------------- tiled attention
 
 
