@@ -6,6 +6,7 @@ On the session's release (built once by ``test_exercises.py``):
   an answer with the slip also fails at least one test of the question (``SLIPS``);
 - two solutions written differently from the reference (``ALTERNATIVES``) pass every public and
   hidden test;
+- a naive answer (``NAIVE``) passes the public tests of its question and fails a hidden one;
 - graded as whole notebooks by ``exercises/grade.py``, in the sandbox where there is one, each
   notebook with a slip gets fewer than full marks and each alternative full marks;
 - the given code and the reference solutions follow the library: ``pre_split`` is
@@ -585,6 +586,47 @@ def test_an_alternative_solution_passes_every_test(release, alternative, monkeyp
             tests.run(namespace)
         failed = [(r.test_case.name, r.message) for r in tests.test_case_results if not r.passed]
         assert not failed, (question, failed)
+
+
+# naive answer: (set, question, {answer: source}); each passes the public tests of its question and fails a
+# hidden one, run beside the reference solutions of the other answers
+NAIVE = {
+    "a trainer that never stops early": (TOKENS, "q3", {"train_bpe": _train()
+                                                       .replace("        if not total:\n            break\n", "")}),
+    "a decoder that decodes strictly": (TOKENS, "q5", {"decode": _TOKEN_BY_TOKEN.replace(
+        'return "".join(vocab[i].decode("utf-8", errors=ERRORS) for i in ids)',
+        'return b"".join(vocab[i] for i in ids).decode("utf-8")')}),
+    "a loss that takes the log of the softmax": (LM, "q3", {"next_token_loss": _loss(
+        "nll[real].sum() / real.sum()").replace(
+        "log_probs = z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))",
+        "log_probs = np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))")}),
+    "a causal mask for the example's length": (LM, "q1", {"causal_self_attention": _causal(
+        "np.tril(np.ones((4, 4), dtype=bool))[:n, :n] if n <= 4 else np.ones((n, n), dtype=bool)")}),
+}
+
+
+def _run_with(release: Path, set_name: str, question: str, sources: dict[str, str], monkeypatch) -> tuple:
+    """A question's tests (public, hidden) on the reference solutions with some answers replaced."""
+    import sys
+
+    import numpy as np
+    from otter.test_files import ExceptionTestFile
+
+    info = grade_tool.load_release(release)[set_name]
+    monkeypatch.setitem(sys.modules, "exercise_checks", info.checks)
+    namespace = _namespace_of(release, set_name, sources)
+    tests = ExceptionTestFile.from_string(info.tests[question], path=f"tests/{question}.py")
+    with np.errstate(all="ignore"):
+        tests.run(namespace)
+    results = tests.test_case_results
+    return [r for r in results if not r.test_case.hidden], [r for r in results if r.test_case.hidden]
+
+
+@pytest.mark.parametrize("naive", sorted(NAIVE))
+def test_hidden_tests_catch_what_the_public_ones_let_through(release, naive, monkeypatch):
+    public, hidden = _run_with(release, *NAIVE[naive], monkeypatch)
+    assert public and all(r.passed for r in public), [r.message for r in public if not r.passed]
+    assert any(not r.passed for r in hidden)
 
 
 # --------------------------------------------------------------------------------------------
