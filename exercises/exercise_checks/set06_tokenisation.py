@@ -220,10 +220,10 @@ def _words(text: str, how: str = "gpt2") -> list[bytes]:
     return [p.encode("utf-8") for p in pieces]
 
 
-def _library_tokenizer(merges: Mapping) -> Any:
-    """``tl.BPETokenizer`` holding these merges (read with its public ``load``)."""
+def _library_tokenizer(merges: Mapping, pattern: str | None = GPT2_PATTERN) -> Any:
+    """``tl.BPETokenizer`` holding these merges (read with its public ``load``); ``pattern=None``: no pre-split."""
     history = sorted(((int(v), int(a), int(b)) for (a, b), v in merges.items()))
-    state = {"type": "BPETokenizer", "pattern": GPT2_PATTERN, "merges": [[a, b, 1] for _, a, b in history]}
+    state = {"type": "BPETokenizer", "pattern": pattern, "merges": [[a, b, 1] for _, a, b in history]}
     fd, path = tempfile.mkstemp(suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -452,7 +452,7 @@ def check_encode(encode: Any, text: str, merges: dict) -> None:
     mistakes = {
         "merges were applied across word boundaries: the text was encoded as one sequence. Split it with "
         "pre_split and encode each word on its own, as the merges were learned": lambda: (
-            _library_tokenizer_whole(merges).encode(text)),
+            _library_tokenizer(merges, pattern=None).encode(text)),
         "merges were applied to the leftmost pair first; apply them in the order learned, lowest new id "
         "first (with 'a'+'b' learned after 'b'+'c', 'abc' becomes 'a', 'bc')": leftmost_first,
     }
@@ -470,13 +470,6 @@ def check_encode(encode: Any, text: str, merges: dict) -> None:
         message += ("; its tokens spell the text, but not as the merges cut it: apply the merges to each word "
                     "in the order learned until no pair of the word is in merges")
     raise AssertionError(message)
-
-
-def _library_tokenizer_whole(merges: Mapping) -> Any:
-    tok = _library_tokenizer(merges)
-    whole = tl.BPETokenizer(pattern=None)
-    whole._set_history(tok.history)
-    return whole
 
 
 def _decode_mistakes(ids: list[int], vocab: dict[int, bytes]) -> dict[str, Callable[[], str]]:
