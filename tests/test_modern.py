@@ -419,8 +419,9 @@ def test_bad_options_are_named(overrides, message):
 
 
 def test_bad_options_of_the_blocks_are_named():
-    with pytest.raises(ValueError, match="window applies to a decoder"):
-        tl.TransformerConfig.preset("bert-tiny", window=4)
+    for preset in ("bert-tiny", "tiny"):  # the window is for decoder-only models
+        with pytest.raises(ValueError, match="window applies to a decoder-only model"):
+            tl.TransformerConfig.preset(preset, window=4)
     with pytest.raises(ValueError, match="num_kv_heads must divide num_heads"):
         MultiHeadAttention(64, 8, num_kv_heads=3)
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -439,6 +440,22 @@ def test_pytorch_and_gpt2_refuse_what_they_cannot_express(field, value):
     config = tl.TransformerConfig.preset("gpt-tiny", **{field: value})
     with pytest.raises(ValueError, match=field):
         tl.to_gpt2(tl.build_model(config))
-    layer_config = tl.TransformerConfig.preset("small", **{field: value})
+    if field == "window":  # an encoder-decoder config refuses a window: a decoder stack built with one
+        d = tl.build_model(tl.TransformerConfig.preset("small")).decoder
+        decoder = tl.Decoder(d.embedding, list(d.layers), d.norm, window=value)
+    else:
+        decoder = tl.build_model(tl.TransformerConfig.preset("small", **{field: value})).decoder
     with pytest.raises(ValueError, match=field):
-        tl.to_torch(tl.build_model(layer_config).decoder)
+        tl.to_torch(decoder)
+
+
+def test_every_option_but_the_window_in_an_encoder_decoder_decodes_alike_with_and_without_the_cache():
+    torch.manual_seed(0)
+    config = tl.TransformerConfig.preset("tiny", num_kv_heads=1, norm_type="rms", ffn_type="glu", d_ff=None,
+                                         activation="silu", positional="rotary", rotary_layout="half", bias=False)
+    model = tl.build_model(config).eval()
+    src = torch.randint(3, 16, (3, 7), generator=torch.Generator().manual_seed(1))
+    greedy = tl.greedy_decode(model, src, max_len=10)
+    assert torch.equal(greedy, tl.greedy_decode(model, src, max_len=10, use_cache=False))
+    beams = tl.beam_search(model, src, max_len=10, beam_size=3)
+    assert torch.equal(beams, tl.beam_search(model, src, max_len=10, beam_size=3, use_cache=False))

@@ -26,8 +26,8 @@ default: ``norm_type`` (``"rms"``: RMSNorm), ``ffn_type`` (``"glu"``: the gated
 feed-forward network, SwiGLU with ``activation="silu"``; ``d_ff=None`` then takes Llama's
 width, :func:`~transformer_lib.layers.glu_hidden_size`), ``num_kv_heads`` (grouped-query
 or multi-query attention), ``rotary_layout`` and ``rotary_base`` (which features rotary
-positions pair, and their frequency base), ``window`` (sliding-window self-attention in the
-decoder) and ``bias`` (biases in the attention and feed-forward projections; Llama has
+positions pair, and their frequency base), ``window`` (sliding-window self-attention in a
+decoder-only model) and ``bias`` (biases in the attention and feed-forward projections; Llama has
 none). The ``"llama-tiny"`` preset puts them together.
 Taught in chapter 11 (and 14 for the BERT and GPT-2 presets, 19 for the modern options).
 """
@@ -84,7 +84,7 @@ class TransformerConfig:
     num_kv_heads: int | None = None  # key-value heads; None: num_heads; fewer: grouped-query; 1: multi-query
     rotary_layout: str = "interleaved"  # rotary pairs (2k, 2k+1), or "half": (k, k + d_k/2) as Llama
     rotary_base: float = 10000.0  # rotary positions' frequency base (Llama's rope_theta)
-    window: int | None = None  # sliding-window self-attention in the decoder: the keys each query sees
+    window: int | None = None  # sliding-window self-attention (decoder-only): the keys each query sees
     bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
 
     def __post_init__(self) -> None:
@@ -122,9 +122,10 @@ class TransformerConfig:
         _checks.positive_float(self.rotary_base, "rotary_base")
         if self.window is not None:
             _checks.positive_int(self.window, "window")
-            if self.architecture == "encoder-only":
-                raise ValueError("window applies to a decoder's causal self-attention, got window="
-                                 f"{self.window} for an encoder-only model")
+            if self.architecture != "decoder-only":
+                raise ValueError("window applies to a decoder-only model's causal self-attention (greedy_decode and "
+                                 "beam_search give an encoder-decoder's decoder masks of their own), got window="
+                                 f"{self.window} for an {self.architecture} model")
         _checks.positive_float(self.layer_norm_eps, "layer_norm_eps")
         _checks.one_of(self.positional, "positional", POSITIONAL)
         if self.positional == "rotary" and self.d_model // self.num_heads % 2:

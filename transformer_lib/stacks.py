@@ -274,7 +274,10 @@ class Decoder(nn.Module):
         norm: the final LayerNorm, or ``None``.
         window: sliding-window self-attention (Mistral's, chapter 19): each position sees
             only the ``window`` most recent positions, itself included, in the default
-            mask and in the cache; ``None``: every earlier position.
+            mask and in the cache; ``None``: every earlier position. A mask given to
+            ``forward`` is used as it is (the window applies only to ``tgt_mask=None``), so
+            configurations allow a window in decoder-only models only: ``greedy_decode`` and
+            ``beam_search`` give an encoder-decoder's decoder causal masks of their own.
 
     Submodules: ``embedding``, ``layers``, ``norm``; ``cross_attention`` says whether the
     layers attend to an encoder's ``memory``. ``forward`` returns hidden vectors;
