@@ -155,10 +155,10 @@ VARIANTS: tuple[Variant, ...] = (
             config=dict(norm_first=False), train=dict(NO_WARMUP)),
     Variant("no_warmup", "no warm-up", "main", "baseline", "the peak learning rate from the first step",
             train=dict(NO_WARMUP)),
-    Variant("no_warmup_long_decay", "no warm-up, cosine from step 0", "main", "baseline",
+    Variant("no_warmup_long_decay", "no warm-up, long cosine", "main", "baseline",
             "two changes: no warm-up, and the cosine stretched over all 600 steps (lower rates from step 100)",
             train=dict(LONG_DECAY), also="decay_from"),
-    Variant("post_norm_no_warmup_long_decay", "post-norm, no warm-up, cosine from step 0", "main", "post_norm",
+    Variant("post_norm_no_warmup_long_decay", "post-norm, no warm-up, long cosine", "main", "post_norm",
             "post-norm; two changes: no warm-up, and the cosine stretched over all 600 steps",
             config=dict(norm_first=False), train=dict(LONG_DECAY), also="decay_from"),
     Variant("label_smoothing", "label smoothing 0.1", "main", "baseline",
@@ -167,15 +167,15 @@ VARIANTS: tuple[Variant, ...] = (
             config=dict(tie_output=False)),
     Variant("deep_pre", "12 layers, pre-norm", "deep", "deep_pre",
             "12 layers of width 64, pre-norm, warm-up 100"),
-    Variant("deep_pre_no_warmup_long_decay", "12 layers, pre-norm, no warm-up, cosine from step 0", "deep",
+    Variant("deep_pre_no_warmup_long_decay", "12 layers, pre-norm, no warm-up, long cosine", "deep",
             "deep_pre", "two changes: no warm-up, and the cosine stretched over all 600 steps",
             train=dict(LONG_DECAY), also="decay_from"),
     Variant("deep_post", "12 layers, post-norm", "deep", "deep_pre", "post-norm layers",
             config=dict(norm_first=False)),
-    Variant("deep_post_no_warmup_long_decay", "12 layers, post-norm, no warm-up, cosine from step 0", "deep",
+    Variant("deep_post_no_warmup_long_decay", "12 layers, post-norm, no warm-up, long cosine", "deep",
             "deep_post", "post-norm; two changes: no warm-up, and the cosine stretched over all 600 steps",
             config=dict(norm_first=False), train=dict(LONG_DECAY), also="decay_from"),
-    Variant("deep6_post_no_warmup_long_decay", "6 layers, post-norm, no warm-up, cosine from step 0", "deep",
+    Variant("deep6_post_no_warmup_long_decay", "6 layers, post-norm, no warm-up, long cosine", "deep",
             "deep_post_no_warmup_long_decay", "the same stack, 6 layers deep instead of 12",
             config=dict(norm_first=False, num_layers=6), train=dict(LONG_DECAY)),
     Variant("high_lr_baseline", "baseline, lr 2e-3", "high_lr", "high_lr_baseline",
@@ -415,6 +415,32 @@ def run(
     }  # fmt: skip
 
 
+def replay(record: dict[str, Any], steps: int) -> list[float | None]:
+    """The validation curve of a recorded language-model run, trained again for its first ``steps`` steps.
+
+    The model is rebuilt from the record's own settings (``TransformerConfig(**model)``), seeded as
+    ``run`` seeds it, and trained on the record's schedule (the cosine still ends at the recorded
+    budget), so the points up to ``steps`` should repeat the record's; the test of the record
+    compares them.
+    """
+    t = record["settings"]["training"]
+    if "decay_from" not in t:
+        raise ValueError(f"record must be a language model's run, got the settings {sorted(t)}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 < steps <= t["steps"]:
+        raise ValueError(f"steps must be an int in [1, {t['steps']}], got {steps!r}")
+    torch.manual_seed(record["seed"])
+    model = tl.build_model(tl.TransformerConfig(**record["settings"]["model"]))
+    optimizer, _ = tl.optim.make_adamw(model, t["lr"], t["warmup_steps"], t["steps"], t["min_lr"],
+                                       t["weight_decay"], tuple(t["betas"]))  # fmt: skip
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(t))
+    train_set, val_set = shakespeare_splits()
+    history = tl.train(model, train_set, steps=steps, batch_size=t["batch_size"], clip_norm=t["clip_norm"],
+                       smoothing=t["smoothing"], eval_data=val_set, eval_every=t["eval_every"],
+                       eval_batches=t["eval_batches"], seed=record["seed"], progress=False,
+                       optimizer=optimizer, scheduler=scheduler)  # fmt: skip
+    return [finite(x) for x in history.eval_loss]
+
+
 def _run_in_worker(name: str, seed: int, steps: int | None, device: str = "cpu") -> dict[str, Any]:
     torch.set_num_threads(1)
     return run(name, seed, steps, device=device)
@@ -597,11 +623,11 @@ def table(results: dict[str, Any]) -> str:
     def num(x: float | None, fmt: str = ".3f") -> str:
         return "-" if x is None else format(x, fmt)
 
-    lines = [f"{'variant':<34} {'seeds':>5} {'mean':>7} {'std':>6} {'vs base':>8} {'p':>6} {'other':>7} {'params':>9}"]
+    lines = [f"{'variant':<46} {'seeds':>5} {'mean':>7} {'std':>6} {'vs base':>8} {'p':>6} {'other':>7} {'params':>9}"]
     for row in summary(results):
         other = row.get("mean val accuracy", row.get("mean val loss"))
         vs = num(row["vs baseline"], "+.3f")
-        lines.append(f"{row['label']:<34} {row['seeds']:>5} {num(row['mean']):>7} {num(row['std']):>6} "
+        lines.append(f"{row['label']:<46} {row['seeds']:>5} {num(row['mean']):>7} {num(row['std']):>6} "
                      f"{vs:>8} {num(row['p']):>6} {num(other):>7} {num(row['parameters'], ','):>9}")  # fmt: skip
     lines.append(
         "mean, std: final validation loss over the seeds (reverse: exact match); vs base: paired "
