@@ -417,3 +417,66 @@ def test_bpe_on_tiny_shakespeare_matches_tokenizers():
 
     # numbering the bytes in ByteLevel's order (by stand-in character) reproduces its merges exactly
     assert merges_with_byte_level_ids(text, 512) == theirs_merges
+
+
+# ---------------------------------------------------------------- special tokens
+EOT = "<|endoftext|>"
+
+
+def _with_eot(vocab_size=266):
+    text = ("the cat sat" + EOT + "the dog ran" + EOT) * 30
+    return tl.BPETokenizer(special_tokens=[EOT]).train(text, vocab_size), text
+
+
+def test_special_token_has_the_last_id_and_no_merge_makes_it():
+    tok, text = _with_eot()
+    assert tok.vocab_size == 266 and tok.special_ids == {EOT: 265} and len(tok.merges) == 9
+    # merges are learned between the special tokens: none spells a piece of "<|endoftext|>"
+    assert all(b"|" not in tok.vocab[i] and b"<" not in tok.vocab[i] for i in range(256, 265))
+    ordinary = tl.BPETokenizer().train(text, 265)
+    assert any(b"|" in ordinary.vocab[i] for i in range(256, 265))  # without it, they would
+
+
+def test_allowed_special_gives_the_reserved_id_never_split():
+    tok, _ = _with_eot()
+    ids = tok.encode("the cat" + EOT + "the dog", allowed_special={EOT})
+    assert ids.count(265) == 1 and tok.decode(ids) == "the cat" + EOT + "the dog"
+    assert tok.encode(EOT + EOT, allowed_special="all") == [265, 265]
+    # written in text that is not allowed to hold it: bytes, never the id
+    plain = tok.encode(EOT, disallowed_special=())
+    assert 265 not in plain and tok.decode(plain) == EOT and len(plain) > 1
+
+
+def test_disallowed_special_is_refused_by_default_with_a_clear_error():
+    tok, _ = _with_eot()
+    with pytest.raises(ValueError, match=r"special token '<\|endoftext\|>' at position 3.*allowed_special"):
+        tok.encode("hi " + EOT)
+    with pytest.raises(ValueError, match="allowed_special must hold only"):
+        tok.encode("hi", allowed_special={"<|pad|>"})
+    with pytest.raises(ValueError, match='disallowed_special must be "all"'):
+        tok.encode("hi", disallowed_special="none")
+    with pytest.raises(ValueError, match="vocab_size must be at least 257"):
+        tl.BPETokenizer(special_tokens=[EOT]).train("abc", 256)
+    with pytest.raises(ValueError, match="special_tokens must be distinct"):
+        tl.BPETokenizer(special_tokens=[EOT, EOT])
+    with pytest.raises(TypeError, match="special_tokens must be a list of strings"):
+        tl.BPETokenizer(special_tokens=EOT)
+
+
+def test_special_tokens_survive_save_and_load(tmp_path):
+    tok, _ = _with_eot()
+    tok.save(tmp_path / "t.json")
+    back = tl.BPETokenizer.load(tmp_path / "t.json")
+    assert back == tok and back.special_ids == tok.special_ids
+    same_merges = tl.BPETokenizer()
+    same_merges._set_history(tok.history)
+    assert same_merges != tok  # the special tokens are part of the tokeniser
+
+
+def test_gpt4_pattern_splits_as_cl100k():
+    from transformer_lib.tokenizer import GPT4_PATTERN
+
+    gpt4 = tl.BPETokenizer(GPT4_PATTERN)
+    assert gpt4.pre_tokenize("I'LL pay 1234567!!!\n\n  ok") == [
+        "I", "'LL", " pay", " ", "123", "456", "7", "!!!\n\n", " ", " ok"]
+    assert tl.BPETokenizer().pre_tokenize("I'LL pay 1234567") == ["I", "'", "LL", " pay", " 1234567"]

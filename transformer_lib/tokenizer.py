@@ -165,6 +165,13 @@ class CharTokenizer:
 #: white space (``\s+(?!\S)`` leaves the last space of a run to the word that follows).
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
+#: GPT-4's pre-tokenisation pattern (tiktoken's ``cl100k_base``, as minbpe writes it): contractions
+#: in any case, a letter run with at most one non-letter before it, digits in groups of at most
+#: three, punctuation runs with the line breaks after them, and line breaks kept apart from spaces.
+GPT4_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-in character for each byte, ``{byte: character}`` (256 entries).
@@ -289,6 +296,11 @@ class BPETokenizer:
             into words before merging, so merges never cross a word boundary; default
             :data:`GPT2_PATTERN`. ``None`` treats the whole text as one word (merges may then
             span spaces; training is slow beyond a few thousand characters).
+        special_tokens: strings such as ``"<|endoftext|>"`` that get reserved ids of their
+            own, after the bytes and the merges (GPT-2's ``<|endoftext|>`` is its last id,
+            50256). Training cuts the text at them and learns merges only from the pieces
+            between, and :meth:`encode` never splits one; whether a special token written in
+            the text is read as that token is the caller's choice (``allowed_special``).
 
     Training (:meth:`train`) starts from the 256 bytes (ids 0-255 are the byte values) and
     learns ``vocab_size - 256`` merges with :func:`learn_merges`: merge ``k`` creates id
@@ -332,8 +344,21 @@ class BPETokenizer:
     Taught in chapter 15.
     """
 
-    def __init__(self, pattern: str | None = GPT2_PATTERN):
+    def __init__(self, pattern: str | None = GPT2_PATTERN, special_tokens: Iterable[str] = ()):
         self.pattern = pattern
+        if isinstance(special_tokens, str) or not isinstance(special_tokens, Iterable):
+            kind = type(special_tokens).__name__
+            raise TypeError(f"special_tokens must be a list of strings, got {kind}")
+        self.special_tokens: list[str] = list(special_tokens)
+        for t in self.special_tokens:
+            if not isinstance(t, str) or not t:
+                raise ValueError(f"special_tokens must be non-empty strings, got {t!r}")
+            self._utf8(t, "special_tokens")
+        if len(set(self.special_tokens)) != len(self.special_tokens):
+            raise ValueError(f"special_tokens must be distinct, got {self.special_tokens!r}")
+        # the longest first, so that a special token containing another one wins
+        by_length = sorted(self.special_tokens, key=len, reverse=True)
+        self._special_re = regex.compile("|".join(map(regex.escape, by_length))) if by_length else None
         self._compiled = None
         if pattern is not None:
             _check_text(pattern, "pattern")
@@ -358,12 +383,17 @@ class BPETokenizer:
             self.history.append(((int(a), int(b)), int(count)))
             self.merges[(int(a), int(b))] = new_id
             self.vocab[new_id] = self.vocab[a] + self.vocab[b]
+        # the special tokens: reserved ids after the merges, which no merge produces
+        self.special_ids: dict[str, int] = {}
+        for t in self.special_tokens:
+            self.special_ids[t] = len(self.vocab)
+            self.vocab[len(self.vocab)] = t.encode("utf-8")
         self._cache: dict[str, list[int]] = {}
 
     @property
     def vocab_size(self) -> int:
-        """Number of tokens: the 256 bytes plus one per merge."""
-        return 256 + len(self.merges)
+        """Number of tokens: the 256 bytes, one per merge, and the special tokens."""
+        return 256 + len(self.merges) + len(self.special_tokens)
 
     def pre_tokenize(self, text: str) -> list[str]:
         """Split ``text`` into the words that merges stay inside (``[text]`` without a pattern)."""
@@ -393,17 +423,24 @@ class BPETokenizer:
 
         Args:
             text: the training text.
-            vocab_size: the vocabulary wanted, at least 256 (256 learns nothing). If the text
-                runs out of pairs first, training stops early with a warning.
+            vocab_size: the vocabulary wanted, special tokens included, at least 256 plus
+                their number (which learns nothing). If the text runs out of pairs first,
+                training stops early with a warning. Merges are learned from the text between
+                the special tokens written in it, never across or inside them.
             verbose: print each merge as it is learned: ids, strings and count.
         """
         _check_text(text, "text")
         vocab_size = _checks.positive_int(vocab_size, "vocab_size")
-        if vocab_size < 256:
-            raise ValueError(f"vocab_size must be at least 256 (the bytes), got {vocab_size}")
+        n_special = len(self.special_tokens)
+        if vocab_size < 256 + n_special:
+            raise ValueError(
+                f"vocab_size must be at least {256 + n_special} (the bytes and {n_special} special tokens), "
+                f"got {vocab_size}"
+            )
         self._utf8(text, "text")
-        word_counts = Counter(w.encode("utf-8") for w in self.pre_tokenize(text))
-        history = learn_merges({tuple(w): c for w, c in word_counts.items()}, vocab_size - 256)
+        parts = self._special_re.split(text) if self._special_re else [text]
+        word_counts = Counter(w.encode("utf-8") for part in parts for w in self.pre_tokenize(part))
+        history = learn_merges({tuple(w): c for w, c in word_counts.items()}, vocab_size - 256 - n_special)
         self._set_history(history)
         if verbose:
             for k, ((a, b), count) in enumerate(history):
@@ -428,10 +465,59 @@ class BPETokenizer:
             ids = _merge_pair(ids, pair, self.merges[pair])
         return ids
 
-    def encode(self, text: str) -> list[int]:
-        """The token ids of ``text``, a list of length <= ``len(text.encode('utf-8'))``."""
+    def _special_set(self, value: Any, name: str) -> set[str]:
+        """``"all"`` or a collection of this tokeniser's special tokens, as a set."""
+        if isinstance(value, str):
+            if value != "all":
+                raise ValueError(f'{name} must be "all" or a collection of special tokens, got {value!r}')
+            return set(self.special_tokens)
+        if not isinstance(value, Iterable):
+            raise TypeError(f'{name} must be "all" or a collection of special tokens, got {type(value).__name__}')
+        chosen = set(value)
+        unknown = chosen - set(self.special_tokens)
+        if unknown:
+            raise ValueError(
+                f"{name} must hold only this tokeniser's special tokens {self.special_tokens!r}, "
+                f"got {sorted(unknown)!r}"
+            )
+        return chosen
+
+    def encode(
+        self, text: str, allowed_special: Iterable[str] | str = (), disallowed_special: Iterable[str] | str = "all"
+    ) -> list[int]:
+        """The token ids of ``text``.
+
+        Special tokens written in the text are handled as ``tiktoken`` does: one listed in
+        ``allowed_special`` (or all, with ``"all"``) becomes its reserved id; one listed in
+        ``disallowed_special`` (by default all the others) raises a ValueError, because text
+        from a user that spells ``"<|endoftext|>"`` must not end a document by accident;
+        pass ``disallowed_special=()`` to encode such text as ordinary bytes instead.
+        """
         _check_text(text, "text")
         self._utf8(text, "text")
+        allowed = self._special_set(allowed_special, "allowed_special")
+        disallowed = self._special_set(disallowed_special, "disallowed_special") - allowed
+        if disallowed:
+            found = regex.search("|".join(map(regex.escape, sorted(disallowed, key=len, reverse=True))), text)
+            if found:
+                raise ValueError(
+                    f"text contains the special token {found.group()!r} at position {found.start()}; "
+                    f"pass allowed_special={{{found.group()!r}}} to encode it as its id "
+                    f"{self.special_ids[found.group()]}, or disallowed_special=() to encode it as ordinary text"
+                )
+        if not allowed:
+            return self._encode_ordinary(text)
+        out: list[int] = []
+        start = 0
+        pattern = regex.compile("|".join(map(regex.escape, sorted(allowed, key=len, reverse=True))))
+        for match in pattern.finditer(text):
+            out += self._encode_ordinary(text[start : match.start()])
+            out.append(self.special_ids[match.group()])
+            start = match.end()
+        return out + self._encode_ordinary(text[start:])
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        """Encode ``text`` with the merges only, special tokens written in it included as bytes."""
         out: list[int] = []
         cache = self._cache
         for word in self.pre_tokenize(text):
@@ -465,6 +551,7 @@ class BPETokenizer:
         state = {
             "type": "BPETokenizer",
             "pattern": self.pattern,
+            "special_tokens": self.special_tokens,
             "merges": [[a, b, count] for (a, b), count in self.history],
         }
         with open(path, "w", encoding="utf-8") as f:
@@ -474,21 +561,26 @@ class BPETokenizer:
     def load(cls, path: str | Path) -> BPETokenizer:
         """Read a tokeniser written by :meth:`save`."""
         state = _read_json(path, "BPETokenizer")
-        tok = cls(state["pattern"])
+        tok = cls(state["pattern"], state.get("special_tokens", []))
         tok._set_history([((a, b), count) for a, b, count in state["merges"]])
         return tok
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BPETokenizer):
             return False
-        return (self.pattern, self.history) == (other.pattern, other.history)
+        return (self.pattern, self.history, self.special_tokens) == (
+            other.pattern,
+            other.history,
+            other.special_tokens,
+        )
 
     def __hash__(self) -> int:
-        return hash((self.pattern, tuple(self.history)))
+        return hash((self.pattern, tuple(self.history), tuple(self.special_tokens)))
 
     def __repr__(self) -> str:
         shown = "GPT2_PATTERN" if self.pattern == GPT2_PATTERN else repr(self.pattern)
-        return f"BPETokenizer(vocab_size={self.vocab_size}, pattern={shown})"
+        special = f", special_tokens={self.special_tokens!r}" if self.special_tokens else ""
+        return f"BPETokenizer(vocab_size={self.vocab_size}, pattern={shown}{special})"
 
 
 def tokens_per_character(tokenizer: CharTokenizer | BPETokenizer, text: str) -> float:
