@@ -5,7 +5,10 @@
   language model on a :class:`~transformer_lib.text.TextDataset` (next-token prediction);
   gradient clipping, a tqdm progress bar that works in a terminal and in a notebook, a
   loss history, held-out evaluation, early stopping and a time limit. The losses and
-  learning-rate schedules it uses are in :mod:`transformer_lib.optim`.
+  learning-rate schedules it uses are in :mod:`transformer_lib.optim`. Read in this order:
+  :func:`train_step` (one optimisation step), ``_record_step`` (timed, into the
+  :class:`History`), ``_evaluate``, ``_loop`` (the loop that calls them, with the progress
+  bar), then :func:`train`, which checks its arguments, picks the recipe and runs the loop.
 * :func:`exact_match`: the share of held-out examples decoded exactly right (greedy).
 * :func:`language_model_loss`: a language model's mean next-token loss on a text split.
 
@@ -15,6 +18,7 @@ Taught in chapter 11; the language-model parts in the language-modelling chapter
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -209,6 +213,28 @@ def train_step(
     return loss.item()
 
 
+def _record_step(
+    history: History,
+    model: nn.Module,
+    batch: Batch | TextBatch,
+    loss_fn: Callable,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    clip_norm: float | None,
+) -> float:
+    """:func:`train_step` on ``batch`` in training mode, timed and recorded in ``history``; returns the loss."""
+    model.train()
+    tick, cpu_tick = time.perf_counter(), time.process_time()
+    loss = train_step(model, batch.to(_device_of(model)), loss_fn, optimizer, scheduler, clip_norm)
+    history.train_seconds += time.perf_counter() - tick
+    history.train_cpu_seconds += time.process_time() - cpu_tick
+    history.losses.append(loss)
+    history.lrs.append(optimizer.param_groups[0]["lr"])
+    history.tokens += batch.num_tokens
+    history.steps += 1
+    return loss
+
+
 def _evaluate(history: History, model: nn.Module, data, eval_data, eval_batches: int, batch_size: int) -> str:
     """Evaluate once, record it in ``history``; returns the progress bar's text for it."""
     history.eval_steps.append(history.steps)
@@ -219,6 +245,68 @@ def _evaluate(history: History, model: nn.Module, data, eval_data, eval_batches:
         return f"{history.eval_loss[-1]:.3f}"
     history.eval_accuracy.append(exact_match(model, eval_data))
     return f"{history.eval_accuracy[-1]:.3f}"
+
+
+def _target_reached(scores: list[float], target: float | None, checks: int, at_most: bool) -> bool:
+    """Whether the last ``checks`` held-out scores all reached ``target``: at most ``target`` (a
+    loss) when ``at_most``, at least ``target`` (an accuracy) otherwise."""
+    recent = scores[-checks:]
+    if target is None or len(recent) < checks:
+        return False
+    return max(recent) <= target if at_most else min(recent) >= target
+
+
+def _batches(data: Seq2SeqDataset | TextDataset, batch_size: int, total: int, seed: int, history: History,
+             bucket: bool):  # fmt: skip
+    """Every batch of a run, in order: a text's ``total`` batches of random windows, or epoch after
+    epoch of shuffled examples. The seeds count the steps already taken, so a continued run does
+    not see the same batches again."""
+    if isinstance(data, TextDataset):
+        yield from data.loader(batch_size, total, seed + history.steps)
+        return
+    epoch = 0
+    while True:
+        yield from data.loader(batch_size, shuffle=True, seed=seed + history.steps + epoch, bucket=bucket)
+        epoch += 1
+
+
+def _loop(
+    batches,
+    step: Callable[[object], float],
+    evaluate: Callable[[], str] | None,
+    history: History,
+    *,
+    total: int,
+    eval_every: int | None,
+    stop_at_target: Callable[[], bool],
+    time_limit: float | None,
+    bar,
+    score_name: str,
+) -> None:
+    """Step through ``batches`` until ``total`` steps, the target or the time limit; evaluate every
+    ``eval_every`` steps; show the loss (and the held-out score) on the progress ``bar``."""
+    for taken, batch in enumerate(batches, start=1):
+        loss = step(batch)
+        bar.update(1)
+        if evaluate is not None and taken % eval_every == 0:
+            bar.set_postfix({"loss": f"{loss:.3f}", score_name: evaluate()})
+            if stop_at_target():
+                break
+        elif taken % 20 == 0:
+            bar.set_postfix(loss=f"{loss:.3f}")
+        if taken >= total or (time_limit is not None and history.train_seconds >= time_limit):
+            break
+
+
+def _end_bar_early(bar) -> None:
+    """End a progress bar at the steps taken, so a run that stopped early (target reached or time
+    limit) does not look like a broken one: a half-full bar turns red in a notebook when it closes.
+    ``reset(total=...)`` is tqdm's way to give a bar a new total (a notebook's widget too); the
+    count and the clock it restarts are put back, so the bar still shows the run's time and rate."""
+    taken, started = bar.n, bar.start_t
+    bar.reset(total=taken)
+    bar.n, bar.start_t = taken, started
+    bar.set_description("training (stopped early)")  # redraws the bar
 
 
 def train(
@@ -304,6 +392,94 @@ def train(
         the :class:`History`.
     """
     language_model = isinstance(data, TextDataset)
+    steps, epochs, batch_size, eval_batches, target_checks = _check_arguments(
+        data, eval_data, steps, epochs, batch_size, eval_batches, target_accuracy, target_loss, target_checks
+    )
+    # the run's length in steps, and evaluation once per epoch (a text's: at the end) by default
+    steps_per_epoch = steps if language_model else math.ceil(len(data) / batch_size)
+    total = steps if language_model else min(x for x in (steps, epochs and epochs * steps_per_epoch) if x)
+    if eval_data is not None and eval_every is None:
+        eval_every = steps_per_epoch
+    if eval_every is not None:
+        eval_every = _checks.positive_int(eval_every, "eval_every")
+    if optimizer is None:
+        optimizer, scheduler = _default_optimizer(
+            model, language_model, steps, warmup_steps, lr_factor, d_model, lr, min_lr, decay_steps, weight_decay, betas
+        )
+    history = History() if history is None else history
+    if language_model:
+        eps = _checks.probability(0.0 if smoothing is None else smoothing, "smoothing")
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=eps)
+    else:
+        loss_fn = LabelSmoothingLoss(0.1 if smoothing is None else smoothing, PAD_ID)
+    torch.manual_seed(seed)
+
+    step = functools.partial(_record_step, history, model, loss_fn=loss_fn, optimizer=optimizer,
+                             scheduler=scheduler, clip_norm=clip_norm)  # fmt: skip
+    evaluate = None
+    if eval_data is not None:
+        evaluate = functools.partial(_evaluate, history, model, data, eval_data, eval_batches, batch_size)
+    scores = history.eval_loss if language_model else history.eval_accuracy
+    target = target_loss if language_model else target_accuracy
+    start_total = time.perf_counter()
+    if language_model and evaluate is not None and history.steps == 0:
+        evaluate()  # the untrained model
+    bar = tqdm(total=total, disable=not progress, desc="training", unit="step", leave=True)
+    try:
+        _loop(
+            _batches(data, batch_size, total, seed, history, bucket),
+            step,
+            evaluate,
+            history,
+            total=total,
+            eval_every=eval_every,
+            stop_at_target=functools.partial(_target_reached, scores, target, target_checks, language_model),
+            time_limit=time_limit,
+            bar=bar,
+            score_name="val" if language_model else "acc",
+        )
+        if not bar.disable and bar.n < total:
+            _end_bar_early(bar)
+    finally:
+        bar.close()
+    if evaluate is not None and (not history.eval_steps or history.eval_steps[-1] != history.steps):
+        evaluate()
+    model.eval()
+    history.total_seconds += time.perf_counter() - start_total
+    return history
+
+
+def _default_optimizer(
+    model: nn.Module,
+    language_model: bool,
+    steps: int | None,
+    warmup_steps: int | None,
+    lr_factor: float,
+    d_model: int | None,
+    lr: float,
+    min_lr: float,
+    decay_steps: int | None,
+    weight_decay: float,
+    betas: tuple[float, float],
+):
+    """The optimizer and schedule of :func:`train`'s recipe: nanoGPT's AdamW with a cosine for a
+    language model, the paper's Adam with warm-up otherwise."""
+    if language_model:
+        warmup = 100 if warmup_steps is None else warmup_steps
+        decay = steps if decay_steps is None else decay_steps
+        return make_adamw(model, lr, warmup, decay, min_lr, weight_decay, betas)
+    if d_model is None:
+        d_model = getattr(getattr(model, "config", None), "d_model", None)
+        if d_model is None:
+            raise ValueError("d_model must be given for a model without config.d_model")
+    warmup = 400 if warmup_steps is None else warmup_steps
+    return make_optimizer(model, d_model, warmup, lr_factor)
+
+
+def _check_arguments(data, eval_data, steps, epochs, batch_size, eval_batches, target_accuracy, target_loss,
+                     target_checks):  # fmt: skip
+    """:func:`train`'s checks of its data and counts; returns the counts checked."""
+    language_model = isinstance(data, TextDataset)
     if not language_model and not isinstance(data, Seq2SeqDataset):
         raise TypeError(f"data must be a Seq2SeqDataset or a TextDataset, got {type(data).__name__}")
     if eval_data is not None and type(eval_data) is not type(data):
@@ -318,7 +494,6 @@ def train(
     epochs = None if epochs is None else _checks.positive_int(epochs, "epochs")
     batch_size = _checks.positive_int(batch_size, "batch_size")
     eval_batches = _checks.positive_int(eval_batches, "eval_batches")
-    target = target_loss if language_model else target_accuracy
     if target_accuracy is not None and (eval_data is None or language_model):
         raise ValueError("target_accuracy needs eval_data (the held-out examples) of a Seq2SeqDataset, got "
                          f"{type(eval_data).__name__}")  # fmt: skip
@@ -326,89 +501,4 @@ def train(
         raise ValueError(f"target_loss needs eval_data (the held-out text) of a TextDataset, got "
                          f"{type(eval_data).__name__}")  # fmt: skip
     target_checks = _checks.positive_int(target_checks, "target_checks")
-    if language_model:
-        total = steps
-        if eval_data is not None and eval_every is None:
-            eval_every = steps
-    else:
-        steps_per_epoch = math.ceil(len(data) / batch_size)
-        if eval_data is not None and eval_every is None:
-            eval_every = steps_per_epoch
-        total = min(x for x in (steps, epochs and epochs * steps_per_epoch) if x)
-    if eval_every is not None:
-        eval_every = _checks.positive_int(eval_every, "eval_every")
-    if optimizer is None and language_model:
-        warmup = 100 if warmup_steps is None else warmup_steps
-        decay = steps if decay_steps is None else decay_steps
-        optimizer, scheduler = make_adamw(model, lr, warmup, decay, min_lr, weight_decay, betas)
-    elif optimizer is None:
-        if d_model is None:
-            d_model = getattr(getattr(model, "config", None), "d_model", None)
-            if d_model is None:
-                raise ValueError("d_model must be given for a model without config.d_model")
-        warmup = 400 if warmup_steps is None else warmup_steps
-        optimizer, scheduler = make_optimizer(model, d_model, warmup, lr_factor)
-    history = History() if history is None else history
-    if language_model:
-        eps = _checks.probability(0.0 if smoothing is None else smoothing, "smoothing")
-        loss_fn = nn.CrossEntropyLoss(label_smoothing=eps)
-    else:
-        loss_fn = LabelSmoothingLoss(0.1 if smoothing is None else smoothing, PAD_ID)
-    device = _device_of(model)
-    torch.manual_seed(seed)
-
-    def batches(epoch: int):
-        """One epoch's batches (for a text, every step's) from a ``DataLoader``."""
-        if language_model:  # a new seed for a continued run, so it does not see the same windows again
-            return data.loader(batch_size, total, seed + history.steps)
-        return data.loader(batch_size, shuffle=True, seed=seed + history.steps + epoch, bucket=bucket)
-
-    start_total = time.perf_counter()
-    if language_model and eval_data is not None and history.steps == 0:
-        _evaluate(history, model, data, eval_data, eval_batches, batch_size)  # the untrained model
-    bar = tqdm(total=total, disable=not progress, desc="training", unit="step", leave=True)
-    step, epoch, stop = 0, 0, False
-    try:
-        while not stop:
-            for batch in batches(epoch):
-                model.train()
-                tick, cpu_tick = time.perf_counter(), time.process_time()
-                loss = train_step(model, batch.to(device), loss_fn, optimizer, scheduler, clip_norm)
-                history.train_seconds += time.perf_counter() - tick
-                history.train_cpu_seconds += time.process_time() - cpu_tick
-                history.losses.append(loss)
-                history.lrs.append(optimizer.param_groups[0]["lr"])
-                history.tokens += batch.num_tokens
-                history.steps += 1
-                step += 1
-                bar.update(1)
-                if eval_data is not None and step % eval_every == 0:
-                    shown = _evaluate(history, model, data, eval_data, eval_batches, batch_size)
-                    bar.set_postfix({"loss": f"{loss:.3f}", "val" if language_model else "acc": shown})
-                    scores = history.eval_loss if language_model else history.eval_accuracy
-                    recent = scores[-target_checks:]
-                    if target is not None and len(recent) == target_checks:
-                        stop = max(recent) <= target if language_model else min(recent) >= target
-                elif step % 20 == 0:
-                    bar.set_postfix(loss=f"{loss:.3f}")
-                if step >= total or (time_limit is not None and history.train_seconds >= time_limit):
-                    stop = True
-                if stop:
-                    break
-            epoch += 1
-        if bar.n < total:
-            # stopped before the planned number of steps (target reached or time limit):
-            # end the bar at the steps taken, so a finished run does not look like a
-            # broken one (a half-full bar turns red in a notebook when it closes)
-            bar.total = bar.n
-            if hasattr(bar, "container"):  # a notebook bar: its widget keeps its own maximum
-                bar.container.children[1].max = bar.n
-            bar.set_description("training (stopped early)")
-            bar.refresh()
-    finally:
-        bar.close()
-    if eval_data is not None and (not history.eval_steps or history.eval_steps[-1] != history.steps):
-        _evaluate(history, model, data, eval_data, eval_batches, batch_size)
-    model.eval()
-    history.total_seconds += time.perf_counter() - start_total
-    return history
+    return steps, epochs, batch_size, eval_batches, target_checks
