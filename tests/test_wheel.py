@@ -111,9 +111,15 @@ def wheel_env(tmp_path_factory) -> Environment:
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins().items()))
     env["PIP_CONSTRAINT"] = str(constraints)
 
-    # 1. the wheel
+    # 1. the wheel, from a copy of the project's sources (a build/ folder of an earlier build would
+    #    otherwise lend the wheel files that pyproject.toml no longer ships)
+    source = base / "source"
+    shutil.copytree(ROOT / "transformer_lib", source / "transformer_lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))  # fmt: skip
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", base / "dist",
-         ROOT], env, ROOT)  # fmt: skip
+         source], env, source)  # fmt: skip
     (wheel,) = (base / "dist").glob("transformer_lib-*.whl")
 
     # 2. an empty environment with a Jupyter kernel and nothing of the course
