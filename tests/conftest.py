@@ -123,3 +123,19 @@ def sleep_in_encoder(model: torch.nn.Module, in_steps: float, in_evaluation: flo
 def sleepy_encoder():
     """``sleep_in_encoder`` for tests: ``sleepy_encoder(model, in_steps, in_evaluation)``."""
     return sleep_in_encoder
+
+
+def padded_batch(seed: int = 0):
+    """Right-padded source and target ids (pad 0) and their masks: 3 pairs, sources of 8, 5 and 2
+    tokens (width 8), targets of 6, 3 and 5 (width 6)."""
+    import transformer_lib as tl  # here, so that collecting the tests does not import the library
+
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, 11, (3, 8), generator=g)
+    tgt = torch.randint(3, 13, (3, 6), generator=g)
+    for i, (s, t) in enumerate([(8, 6), (5, 3), (2, 5)]):
+        src[i, s:] = 0
+        tgt[i, t:] = 0
+    src_mask = tl.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+    tgt_mask = tl.causal_mask(6) & tl.padding_mask(tgt, 0)  # (batch, 1, tgt_len, tgt_len)
+    return src, tgt, src_mask, tgt_mask

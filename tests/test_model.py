@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import padded_batch
 from torch import nn
 
 import transformer_lib as tl
@@ -18,19 +19,6 @@ def small_config(**overrides) -> tl.TransformerConfig:
     options = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=D, num_heads=H, num_layers=2, d_ff=D_FF,
                    dropout=0.1)  # fmt: skip
     return tl.TransformerConfig(**{**options, **overrides})
-
-
-def batch(seed: int = 0):
-    """Right-padded source and target ids (pad 0) and our masks."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(3, 11, (3, 8), generator=g)
-    tgt = torch.randint(3, 13, (3, 6), generator=g)
-    for i, (s, t) in enumerate([(8, 6), (5, 3), (2, 5)]):
-        src[i, s:] = 0
-        tgt[i, t:] = 0
-    src_mask = tl.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-    tgt_mask = tl.causal_mask(6) & tl.padding_mask(tgt, 0)  # (batch, 1, tgt_len, tgt_len)
-    return src, tgt, src_mask, tgt_mask
 
 
 # --------------------------------------------------------------------------- Generator, init_weights
@@ -73,7 +61,7 @@ def test_transformer_stacks_match_nn_transformer(norm_first):
     theirs = to_torch(model)
     assert isinstance(theirs, nn.Transformer) and theirs.batch_first and not theirs.training
     assert (theirs.encoder.norm is None) == (theirs.decoder.norm is None) == (not norm_first)
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     g = torch.Generator().manual_seed(5)
     memory_mask = torch.rand(6, 8, generator=g) > 0.4
     memory_mask[:, 0] = True
@@ -97,7 +85,7 @@ def test_from_nn_transformer_keeps_its_final_norms(norm_first):
     ours = from_torch(theirs)
     assert isinstance(ours, tl.Transformer) and ours.generator is None
     assert ours.encoder.norm is not None and ours.decoder.norm is not None  # PyTorch always has them
-    src, tgt, src_mask, tgt_mask = batch(1)
+    src, tgt, src_mask, tgt_mask = padded_batch(1)
     xs, xt = torch.randn(3, 8, D), torch.randn(3, 6, D)
     ref = theirs(xs, xt, tgt_mask=~tl.causal_mask(6), src_key_padding_mask=src == 0,
                  tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src == 0)  # fmt: skip
@@ -106,7 +94,7 @@ def test_from_nn_transformer_keeps_its_final_norms(norm_first):
 
 def test_transformer_returns_log_probabilities():
     model = tl.Transformer(small_config()).eval()
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     logp = model(src, tgt, src_mask, tgt_mask)
     assert logp.shape == (3, 6, 13)
     torch.testing.assert_close(logp.exp().sum(-1), torch.ones(3, 6))
@@ -118,7 +106,7 @@ def test_transformer_masks_matter():
     """A padded source token or a future target token leaves the other outputs unchanged."""
     torch.manual_seed(0)
     model = tl.Transformer(small_config()).eval()
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     base = model(src, tgt, src_mask, tgt_mask)
     src2 = src.clone()
     src2[1, 5:] = 7  # overwrite the pads of sequence 1 (its mask still says "pad")
@@ -137,7 +125,7 @@ def test_transformer_masks_matter():
 @pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
 def test_no_tgt_mask_means_the_causal_mask_in_both_models(kind):
     torch.manual_seed(0)
-    src, tgt, src_mask, _ = batch()
+    src, tgt, src_mask, _ = padded_batch()
     if kind == "encoder-decoder":
         model = tl.Transformer(small_config()).eval()
         run = lambda t, mask=None: model(src, t, src_mask, mask)  # noqa: E731
@@ -169,7 +157,7 @@ def test_weight_tying():
 def test_transformer_attention_maps_from_a_pass_made_for_them():
     torch.manual_seed(0)
     model = tl.Transformer(small_config())
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     model.eval()(src, tgt, src_mask, tgt_mask)  # an ordinary pass keeps nothing ...
     assert all(m.attention_weights is None for m in model.modules() if isinstance(m, tl.MultiHeadAttention))
     maps = model.train().get_attention_maps(src, tgt, src_mask, tgt_mask)  # ... this one is made for it

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import padded_batch
 from torch import nn
 
 import transformer_lib as tl
@@ -26,26 +27,13 @@ def decoder(vocab: int | None = 13, num_layers: int = 2, cross_attention: bool =
     return tl.Decoder(embedding, layers)
 
 
-def batch(seed: int = 0):
-    """Right-padded source and target ids (pad 0) and our masks."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(3, 11, (3, 8), generator=g)
-    tgt = torch.randint(3, 13, (3, 6), generator=g)
-    for i, (s, t) in enumerate([(8, 6), (5, 3), (2, 5)]):
-        src[i, s:] = 0
-        tgt[i, t:] = 0
-    src_mask = tl.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-    tgt_mask = tl.causal_mask(6) & tl.padding_mask(tgt, 0)  # (batch, 1, tgt_len, tgt_len)
-    return src, tgt, src_mask, tgt_mask
-
-
 def test_a_stack_is_its_embedding_its_layers_and_its_norm():
     torch.manual_seed(0)
     enc = encoder(num_layers=3).eval()
     assert len(enc.layers) == 3 and isinstance(enc.layers, nn.ModuleList) and enc.norm is None
     w = [layer.self_attn.W_q.weight for layer in enc.layers]
     assert w[0] is not w[1] and not torch.equal(w[0], w[1])  # separate weights
-    src, _, src_mask, _ = batch()
+    src, _, src_mask, _ = padded_batch()
     h = enc.embedding(src)
     for layer in enc.layers:
         h = layer(h, src_mask)
@@ -75,7 +63,7 @@ def test_from_config_follows_the_final_norm_rule():
 
 
 def test_encoder_and_decoder_shapes():
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     enc, dec = encoder().eval(), decoder().eval()
     memory = enc(src, src_mask)
     assert memory.shape == (3, 8, D)
@@ -86,7 +74,7 @@ def test_encoder_and_decoder_shapes():
 def test_the_decoder_reads_no_mask_as_the_causal_mask():
     torch.manual_seed(0)
     enc, dec = encoder().eval(), decoder().eval()
-    src, tgt, src_mask, _ = batch()
+    src, tgt, src_mask, _ = padded_batch()
     memory = enc(src, src_mask)
     causal = dec(tgt, memory, src_mask, tl.causal_mask(6))
     torch.testing.assert_close(dec(tgt, memory, src_mask), causal, rtol=0, atol=0)
@@ -102,7 +90,7 @@ def test_encoder_stack_matches_torch_encoder(norm_first):
     enc = encoder(norm_first=norm_first, dropout=0.1).eval()
     theirs = to_torch(enc)
     assert isinstance(theirs, nn.TransformerEncoder) and (theirs.norm is None) == (not norm_first)
-    src, _, src_mask, _ = batch()
+    src, _, src_mask, _ = padded_batch()
     x = enc.embed(src)  # nn.TransformerEncoder starts from vectors
     ours = enc(src, src_mask)
     with torch.no_grad():  # eval mode without gradients: PyTorch's fast path (nested tensors when post-norm)
@@ -153,7 +141,7 @@ def all_attentions(module: nn.Module) -> list[tl.MultiHeadAttention]:
 
 
 def test_forward_passes_keep_no_weights_in_either_mode():
-    src, tgt, src_mask, tgt_mask = batch()
+    src, tgt, src_mask, tgt_mask = padded_batch()
     enc, dec = encoder(), decoder()
     for training in (True, False):
         enc.train(training), dec.train(training)
@@ -164,7 +152,7 @@ def test_forward_passes_keep_no_weights_in_either_mode():
 def test_encoder_attention_maps_are_the_layers_own_weights():
     torch.manual_seed(0)
     enc = encoder(dropout=0.5).train()
-    src, _, src_mask, _ = batch()
+    src, _, src_mask, _ = padded_batch()
     maps = enc.get_attention_maps(src, src_mask)
     assert maps.shape == (2, 3, H, 8, 8)  # (layers, batch, heads, q, k)
     assert enc.training and not maps.requires_grad  # the mode is restored; no graph kept
@@ -184,7 +172,7 @@ def test_encoder_attention_maps_are_the_layers_own_weights():
 def test_decoder_attention_maps_self_and_cross():
     torch.manual_seed(0)
     enc, dec = encoder().eval(), decoder().eval()
-    src, tgt, src_mask, _ = batch()
+    src, tgt, src_mask, _ = padded_batch()
     memory = enc(src, src_mask)
     maps = dec.get_attention_maps(tgt, memory, src_mask)
     assert maps["self"].shape == (2, 3, H, 6, 6) and maps["cross"].shape == (2, 3, H, 6, 8)
