@@ -38,7 +38,6 @@ through ``benchmarks/run.py``, which calls :func:`run`.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import sys
@@ -54,7 +53,7 @@ import transformer_lib as tl
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from run import format_table, interleaved  # noqa: E402  (benchmarks/run.py, beside this file)
+from run import argument_parser, format_table, interleaved, print_comparison  # noqa: E402  (benchmarks/run.py, beside this file)
 
 #: (name, batch, seq, d_model, num_heads); "base" is the size the goal is stated for.
 SIZES = [
@@ -197,16 +196,12 @@ def run(rounds: int = ROUNDS, threads: int = 2, sizes: list[tuple] | None = None
     finally:
         torch.set_num_threads(previous)
     if compare:
-        table = benchmark.Compare(measurements)
-        table.trim_significant_figures()
-        table.print()
+        print_comparison(measurements)
     return rows
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternating blocked_autorange rounds")
-    parser.add_argument("--threads", type=int, default=2, help="threads of every timed statement")
+    parser = argument_parser(__doc__, ROUNDS, threads=2)
     parser.add_argument("--sizes", nargs="*", choices=[s[0] for s in SIZES], help="sizes (default: all)")
     args = parser.parse_args()
     sizes = [s for s in SIZES if s[0] in args.sizes] if args.sizes else None

@@ -36,7 +36,6 @@ through ``benchmarks/run.py``, which calls :func:`run`.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import sys
@@ -52,7 +51,7 @@ import transformer_lib as tl
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from run import format_table, interleaved  # noqa: E402  (benchmarks/run.py, beside this file)
+from run import argument_parser, format_table, interleaved, print_comparison  # noqa: E402  (benchmarks/run.py, beside this file)
 
 GOAL = 1.10
 MODEL = dict(n_layer=4, n_head=4, n_embd=128, n_inner=512, vocab_size=1024, n_positions=256)
@@ -178,15 +177,11 @@ def run(rounds: int = ROUNDS, threads: int = 2, contexts: tuple[int, ...] = CONT
     finally:
         torch.set_num_threads(previous)
     if compare:
-        table = benchmark.Compare(measurements)
-        table.trim_significant_figures()
-        table.print()
+        print_comparison(measurements)
     return rows
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternating blocked_autorange rounds")
-    parser.add_argument("--threads", type=int, default=2, help="threads of every timed statement")
+    parser = argument_parser(__doc__, ROUNDS, threads=2)
     args = parser.parse_args()
     print(format_table(run(rounds=args.rounds, threads=args.threads)))

@@ -13,6 +13,7 @@ that alternate the implementations so that background load hits both alike.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 import time
@@ -64,6 +65,23 @@ def interleaved(
         for name in names if r % 2 == 0 else names[::-1]:
             measured[name].append(timers[name].blocked_autorange(min_run_time=min_run_time))
     return {name: benchmark.Measurement.merge(ms)[0] for name, ms in measured.items()}
+
+
+def print_comparison(measurements: list[benchmark.Measurement]) -> None:
+    """Print ``torch.utils.benchmark.Compare``'s side-by-side table of ``measurements``, trimmed to
+    their significant figures."""
+    table = benchmark.Compare(measurements)
+    table.trim_significant_figures()
+    table.print()
+
+
+def argument_parser(doc: str, rounds: int, threads: int) -> argparse.ArgumentParser:
+    """A benchmark's command line: ``--rounds`` of :func:`interleaved` and ``--threads`` of every
+    timed statement (defaults ``rounds`` and ``threads``), described by ``doc``'s first line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds, help="alternating blocked_autorange rounds")
+    parser.add_argument("--threads", type=int, default=threads, help="threads of every timed statement")
+    return parser
 
 
 def format_table(rows: list[dict]) -> str:
