@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch.utils import benchmark
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -46,6 +45,7 @@ import transformer_lib as tl
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from bench_gpt2 import train_step  # noqa: E402  (the same step: forward, next-token loss, backward)
 from run import format_table, interleaved  # noqa: E402  (benchmarks/run.py, beside this file)
 
 GOAL = 1.10
@@ -96,17 +96,6 @@ def build_llama(seed: int = 0) -> dict[str, torch.nn.Module]:
     torch.manual_seed(seed)
     theirs = LlamaForCausalLM(LlamaConfig(**LLAMA, bos_token_id=None, eos_token_id=None, pad_token_id=None))
     return {"ours": tl.from_llama(theirs), "transformers": theirs}
-
-
-def train_step(model: torch.nn.Module, ids: torch.Tensor) -> None:
-    """Forward, next-token cross-entropy, backward; ``ids`` is ``(batch, t + 1)``."""
-    model.zero_grad(set_to_none=True)
-    inputs, targets = ids[:, :-1], ids[:, 1:].flatten()
-    if isinstance(model, tl.DecoderOnlyModel):
-        loss = F.nll_loss(model(inputs).flatten(0, 1), targets)  # ours: log-probabilities
-    else:
-        loss = F.cross_entropy(model(inputs).logits.flatten(0, 1), targets)  # Llama: logits
-    loss.backward()
 
 
 def llama_rows(rounds: int = ROUNDS, threads: int = 2, contexts: tuple[int, ...] = CONTEXTS,
