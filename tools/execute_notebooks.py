@@ -1,7 +1,7 @@
 """Execute notebooks in place, top to bottom, and store their outputs.
 
 Chapters are kept in the repository with their outputs, so a learner sees them before
-running anything and nbval can compare the cells marked ``# NBVAL_CHECK_OUTPUT``.
+running anything and nbval can compare the cells tagged ``nbval-check-output``.
 Widget state is not stored (the book build regenerates it); timings are printed.
 
 Usage: python tools/execute_notebooks.py chapters/04_queries_keys_values.ipynb [...]
