@@ -38,16 +38,16 @@ lint: $(STAMP)
 
 # the library, exercises and tools (everything but the built book)
 unit: $(STAMP) sandbox
-	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadfile -m "not book"
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadfile -m "not book" --durations=15
 
 # every chapter, top to bottom, with the outputs of checked cells compared (nbval)
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope chapters
+	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope chapters --durations=10
 
 # the built book in headless Chromium, plus an internal link check
 book-tests: book
 	tools/ensure_command.sh chromium chromium
-	$(BIN)/python -m pytest tests/test_book.py -m book
+	$(BIN)/python -m pytest tests/test_book.py -m book --durations=10
 
 # the checks that depend on a training run, under three numeric configurations besides the default
 # (tools/numeric_matrix.py: PyTorch's kernels without vector code, with AVX2, and MKL's reproducible

@@ -176,25 +176,47 @@ def visit(browser, server):
         v.close()
 
 
-def test_every_page_loads_offline_without_errors(visit):
-    problems = []
-    pages = book_pages()
-    assert len(pages) >= 3
-    for page_path in pages:
-        v = visit(page_path)
+@pytest.fixture(scope="module")
+def desktop_pages(browser, server) -> dict[str, dict]:
+    """Every page of the book (and the search page) opened once at 1280 px, with what the tests below
+    read off it, in this order: its errors, what it loaded and sent, its code and outputs as first
+    laid out; with every widget scrolled into view, its figures and progress bars; each widget's
+    answer to a moved control; and, last, the page in print media."""
+    seen = {}
+    for page_path in book_pages() + ["search.html"]:
+        v = Visit(browser, server, page_path)
         images = v.page.evaluate(
             "() => Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, i.naturalWidth])"
         )
-        broken_images = [src[:80] for src, complete, width in images if not (complete and width > 0)]
         # a TeX error, or a macro MathJax does not know (its "noundefined" package shows it in red)
         tex_errors = v.page.evaluate("() => Array.from(document.querySelectorAll("
                                      "'mjx-merror, mjx-container [style*=\"color: red\"]'))"
                                      ".map(e => e.getAttribute('data-mjx-error') || 'a macro MathJax does not know')")
-        for kind, items in (("JavaScript error", v.errors), ("blocked request", v.blocked),
-                            ("failed request", v.failed), ("image not loaded", broken_images),
-                            ("TeX error", tex_errors)):
-            problems += [f"{page_path}: {kind}: {item}" for item in items]
+        sent = v.page.evaluate("() => performance.getEntriesByType('navigation')"
+                               ".concat(performance.getEntriesByType('resource'))"
+                               ".reduce((total, e) => total + e.transferSize, 0)")
+        record = {"image not loaded": [src[:80] for src, complete, width in images if not (complete and width > 0)],
+                  "TeX error": tex_errors, "loaded": dict(v.loaded), "sent": sent,
+                  "too wide": v.page.evaluate(_TOO_WIDE)}
+        _show_widgets(v)
+        record["shrunk"] = v.page.evaluate(_SHRUNK_FIGURES, MIN_FIGURE_SCALE)
+        record["progress"] = v.page.evaluate(_PROGRESS)
+        record["widgets"] = v.page.locator(".precomputed-interact").count()
+        record["dead widgets"] = _dead_widgets(v)
+        record["print"] = _not_printed_right(v)
+        record.update({"JavaScript error": list(v.errors), "blocked request": list(v.blocked),
+                       "failed request": list(v.failed)})
         v.close()
+        seen[page_path] = record
+    return seen
+
+
+def test_every_page_loads_offline_without_errors(desktop_pages):
+    problems = []
+    assert len(desktop_pages) >= 3
+    for page_path, seen in desktop_pages.items():
+        for kind in ("JavaScript error", "blocked request", "failed request", "image not loaded", "TeX error"):
+            problems += [f"{page_path}: {kind}: {item}" for item in seen[kind]]
     assert not problems, "\n".join(problems)
 
 
@@ -256,23 +278,27 @@ def _move_first_control(v: Visit, box) -> None:
     raise AssertionError("widget has no slider, toggle buttons or drop-down")
 
 
-def test_widgets_respond_without_a_kernel(visit):
+def _dead_widgets(v: Visit) -> list[str]:
+    """Move each precomputed widget's first control; name those whose shown output did not change."""
+    dead = []
+    for i, box in enumerate(v.page.locator(".precomputed-interact").all()):
+        box.scroll_into_view_if_needed()
+        before = _shown_output(v, box)
+        _move_first_control(v, box)
+        v.page.wait_for_timeout(150)
+        after = _shown_output(v, box)
+        if not before or before == after:
+            dead.append(f"widget {i + 1} did not change what it shows")
+    return dead
+
+
+def test_widgets_respond_without_a_kernel(desktop_pages):
     pages = [p for p in book_pages() if "precomputed-interact" in (HTML / p).read_text(encoding="utf-8")]
     assert pages, "no page of the book has a precomputed widget"
     dead = []
     for page_path in pages:
-        v = visit(page_path)
-        boxes = v.page.locator(".precomputed-interact").all()
-        assert boxes, f"{page_path}: widget state present but no widget rendered"
-        for i, box in enumerate(boxes):
-            box.scroll_into_view_if_needed()
-            before = _shown_output(v, box)
-            _move_first_control(v, box)
-            v.page.wait_for_timeout(150)
-            after = _shown_output(v, box)
-            if not before or before == after:
-                dead.append(f"{page_path}: widget {i + 1} did not change what it shows")
-        v.close()
+        assert desktop_pages[page_path]["widgets"], f"{page_path}: widget state present but no widget rendered"
+        dead += [f"{page_path}: {item}" for item in desktop_pages[page_path]["dead widgets"]]
     assert not dead, "\n".join(dead)
 
 
@@ -413,61 +439,49 @@ def test_no_page_wider_than_a_phone(visit):
     assert not wide, "pages wider than a phone's screen:\n" + "\n".join(wide)
 
 
-def test_code_outputs_and_equations_fit_the_column(visit):
-    wide = []
-    for page_path in book_pages():
-        v = visit(page_path)
-        wide += [f"{page_path}: {item}" for item in v.page.evaluate(_TOO_WIDE)]
-        v.close()
+def test_code_outputs_and_equations_fit_the_column(desktop_pages):
+    wide = [f"{page_path}: {item}" for page_path in book_pages() for item in desktop_pages[page_path]["too wide"]]
     assert not wide, (f"{len(wide)} code blocks, outputs or display equations wider than the column "
                       "at 1280 px (cut off or scrolled sideways):\n" + "\n".join(wide))
 
 
-def test_figures_are_shown_near_the_size_they_were_drawn(visit):
-    shrunk = []
-    for page_path in book_pages():
-        v = visit(page_path)
-        _show_widgets(v)
-        shrunk += [f"{page_path}: {item}" for item in v.page.evaluate(_SHRUNK_FIGURES, MIN_FIGURE_SCALE)]
-        v.close()
+def test_figures_are_shown_near_the_size_they_were_drawn(desktop_pages):
+    shrunk = [f"{page_path}: {item}" for page_path in book_pages() for item in desktop_pages[page_path]["shrunk"]]
     assert not shrunk, (f"{len(shrunk)} figures shown at less than {MIN_FIGURE_SCALE:.0%} of the size they were "
                         "drawn at (their labels shrink with them; draw them for the ~670 px column):\n"
                         + "\n".join(shrunk))
 
 
-def test_no_red_or_unfinished_progress_bar(visit):
-    bad = []
-    for page_path in book_pages():
-        html = (HTML / page_path).read_text(encoding="utf-8")
-        if "Progress" not in html and "%|" not in html and "<progress" not in html:
-            continue
-        v = visit(page_path)
-        bad += [f"{page_path}: {item}" for item in v.page.evaluate(_PROGRESS)]
-        v.close()
+def test_no_red_or_unfinished_progress_bar(desktop_pages):
+    bad = [f"{page_path}: {item}" for page_path in book_pages() for item in desktop_pages[page_path]["progress"]]
     assert not bad, "progress bars that read as a crash or an unfinished run:\n" + "\n".join(bad)
 
 
-def test_solutions_printed_open_without_controls(visit):
+def _not_printed_right(v: Visit) -> list[str]:
+    """In print media: solutions not printed open or printed with their toggle, and widget controls,
+    widget code cells and collapsed code that are printed."""
+    v.page.emulate_media(media="print")
+    v.page.wait_for_timeout(100)
+    problems = []
+    for i, solution in enumerate(v.page.locator("div.solution").all()):
+        body = solution.locator(".admonition-title ~ *")
+        if not body.count() or not all(part.is_visible() for part in body.all()):
+            problems.append(f"solution {i + 1} is not printed open")
+        if solution.locator("button.toggle-button").is_visible():
+            problems.append(f"solution {i + 1} prints its toggle button")
+    for kind, selector in (("widget controls", ".precomputed-controls"),
+                           ("widget code cells", ".cell:has(.precomputed-interact) > .cell_input"),
+                           ("collapsed code", "details.hide.above-input")):
+        shown = [el for el in v.page.locator(selector).all() if el.is_visible()]
+        if shown:
+            problems.append(f"{len(shown)} {kind} printed")
+    return problems
+
+
+def test_solutions_printed_open_without_controls(desktop_pages):
     pages = [p for p in book_pages() if 'class="solution' in (HTML / p).read_text(encoding="utf-8")]
     assert pages, "no page has an exercise solution"
-    problems = []
-    for page_path in pages:
-        v = visit(page_path)
-        v.page.emulate_media(media="print")
-        v.page.wait_for_timeout(100)
-        for i, solution in enumerate(v.page.locator("div.solution").all()):
-            body = solution.locator(".admonition-title ~ *")
-            if not body.count() or not all(part.is_visible() for part in body.all()):
-                problems.append(f"{page_path}: solution {i + 1} is not printed open")
-            if solution.locator("button.toggle-button").is_visible():
-                problems.append(f"{page_path}: solution {i + 1} prints its toggle button")
-        for kind, selector in (("widget controls", ".precomputed-controls"),
-                               ("widget code cells", ".cell:has(.precomputed-interact) > .cell_input"),
-                               ("collapsed code", "details.hide.above-input")):
-            shown = [el for el in v.page.locator(selector).all() if el.is_visible()]
-            if shown:
-                problems.append(f"{page_path}: {len(shown)} {kind} printed")
-        v.close()
+    problems = [f"{page_path}: {item}" for page_path in book_pages() for item in desktop_pages[page_path]["print"]]
     assert not problems, "\n".join(problems)
 
 
@@ -578,20 +592,15 @@ class _TextOfHiddenCode(_TextWithoutHiddenCode):
             self.text.append(data)
 
 
-def test_pages_load_only_what_they_use(visit):
+def test_pages_load_only_what_they_use(desktop_pages):
     heavy, needless = [], []
-    for page_path in book_pages() + ["search.html"]:
-        v = visit(page_path)
-        for path in v.loaded:
+    for page_path, seen in desktop_pages.items():
+        for path in seen["loaded"]:
             if any(path.startswith(p) for p in NEVER_LOADED) or (
                     path.endswith("/searchindex.js") and page_path != "search.html"):
                 needless.append(f"{page_path}: {path}")
-        sent = v.page.evaluate("() => performance.getEntriesByType('navigation')"
-                               ".concat(performance.getEntriesByType('resource'))"
-                               ".reduce((total, e) => total + e.transferSize, 0)")
-        if sent > PAGE_BUDGET:
-            heavy.append(f"{page_path}: {sent / 1e6:.1f} MB")
-        v.close()
+        if seen["sent"] > PAGE_BUDGET:
+            heavy.append(f"{page_path}: {seen['sent'] / 1e6:.1f} MB")
     assert not needless, "pages load what they do not use:\n" + "\n".join(needless)
     assert not heavy, f"pages that send more than {PAGE_BUDGET / 1e6:.0f} MB:\n" + "\n".join(heavy)
 
