@@ -1,14 +1,26 @@
 """Tests for transformer_lib.config: the presets, their stated parameter counts, the vocabulary rules."""
 
+import ast
 import dataclasses
+import importlib
 import inspect
+import pkgutil
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import transformer_lib as tl
 from transformer_lib import config as config_module
+from transformer_lib import layers
+
+PACKAGE = Path(tl.__file__).parent
+MODULES = sorted(m.name for m in pkgutil.iter_modules([str(PACKAGE)]))
+#: the tuples of names a config field (or a part's argument) accepts, each defined once, in config.py
+OPTIONS = ("ARCHITECTURES", "ADDED_POSITIONS", "POSITIONAL", "ROTARY_LAYOUTS", "ACTIVATIONS", "FFN_TYPES",
+           "NORM_TYPES")  # fmt: skip
 
 
 def preset_comments() -> dict[str, int]:
@@ -100,3 +112,53 @@ def test_config_errors_name_the_field():
         tl.Transformer(tl.TransformerConfig.preset("gpt-tiny"))
     with pytest.raises(TypeError, match=r"config must be a TransformerConfig.*dict"):
         tl.Transformer({"d_model": 8})
+
+
+# --------------------------------------------------------------------------- the config as a leaf
+
+
+def test_the_config_imports_no_module_of_nn_modules():
+    """config.py imports the input checks and the standard library only, so no part's module is needed."""
+    tree = ast.parse((PACKAGE / "config.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            assert node.module is None and [a.name for a in node.names] == ["_checks"], ast.unparse(node)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            outside = [n for n in names if n.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
+            assert not outside, f"config.py imports {outside}: {ast.unparse(node)}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_each_option_tuple_is_defined_once_in_the_config(name):
+    """Another module may import an option tuple from config.py, never define its own (or another value)."""
+    module = importlib.import_module(f"transformer_lib.{name}")
+    tree = ast.parse((PACKAGE / f"{name}.py").read_text())
+    assigned = {target.id for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)}  # fmt: skip
+    for option in OPTIONS:
+        assert isinstance(getattr(config_module, option), tuple), option
+        if name != "config":
+            assert option not in assigned, f"{name}.py defines {option} of its own"
+            value = getattr(module, option, None)
+            assert value is None or value is getattr(config_module, option), f"{name}.{option} differs"
+
+
+def test_the_parts_accept_exactly_the_configs_options():
+    assert config_module.POSITIONAL == (*config_module.ADDED_POSITIONS, "rotary")
+    for positional in config_module.ADDED_POSITIONS:
+        tl.Embeddings(10, 8, positional=positional, max_len=4)
+    with pytest.raises(ValueError, match=r"positional must be one of \['sinusoidal', 'learned', 'none'\].*'rotary'"):
+        tl.Embeddings(10, 8, positional="rotary")  # rotary positions turn q and k; the embeddings add none
+    assert tuple(layers.ACTIVATION_FUNCTIONS) == config_module.ACTIVATIONS
+    for activation in config_module.ACTIVATIONS:
+        for kind in config_module.FFN_TYPES:
+            tl.FeedForward(8, 16, activation=activation, kind=kind)
+    for norm_type in config_module.NORM_TYPES:
+        tl.AddNorm(8, norm_type=norm_type)
+    for layout in config_module.ROTARY_LAYOUTS:
+        tl.MultiHeadAttention(8, 2, rotary=True, rotary_layout=layout)
+        tl.apply_rotary(torch.randn(3, 4), layout=layout)
+    assert tl.glu_hidden_size is config_module.glu_hidden_size
+    assert tl.TransformerConfig(ffn_type="glu", d_ff=None, d_model=96).d_ff == tl.glu_hidden_size(96) == 256

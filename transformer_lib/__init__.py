@@ -152,7 +152,8 @@ __all__ += ["TranslationData", "corpus_bleu", "load_pairs", "load_translation_mo
             "save_translation_model", "sentence_bleu", "train_with_bleu", "translate"]  # fmt: skip
 
 # Today's decoders (chapter 19): RMSNorm, SwiGLU, rotary layouts, grouped-query attention, tiled attention, Llama.
-from .layers import RMSNorm, glu_hidden_size  # noqa: E402
+from .config import glu_hidden_size  # noqa: E402
+from .layers import RMSNorm  # noqa: E402
 from .llama import from_llama, to_llama  # noqa: E402
 from .positional import rotary_permutation  # noqa: E402
 from .tiled import online_softmax, peak_memory, tiled_attention  # noqa: E402

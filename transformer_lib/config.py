@@ -24,11 +24,17 @@ refuses a model built without them, naming the field.
 The parts of today's decoders (Llama, Mistral), each an option with the paper's part as its
 default: ``norm_type`` (``"rms"``: RMSNorm), ``ffn_type`` (``"glu"``: the gated
 feed-forward network, SwiGLU with ``activation="silu"``; ``d_ff=None`` then takes Llama's
-width, :func:`~transformer_lib.layers.glu_hidden_size`), ``num_kv_heads`` (grouped-query
+width, :func:`glu_hidden_size`), ``num_kv_heads`` (grouped-query
 or multi-query attention), ``rotary_layout`` and ``rotary_base`` (which features rotary
 positions pair, and their frequency base), ``window`` (sliding-window self-attention in a
 decoder-only model) and ``bias`` (biases in the attention and feed-forward projections; Llama has
 none). The ``"llama-tiny"`` preset puts them together.
+
+The options. Each field that names a choice has its tuple of names here, defined once:
+the modules that build the parts (:mod:`~transformer_lib.positional`,
+:mod:`~transformer_lib.embeddings`, :mod:`~transformer_lib.layers`,
+:mod:`~transformer_lib.torch_attention`) import them from this module, which imports no
+module of ``nn.Module`` s: only the input checks and the standard library.
 Taught in chapter 11 (and 14 for the BERT and GPT-2 presets, 19 for the modern options).
 """
 
@@ -39,13 +45,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _checks
-from .embeddings import POSITIONAL as ADDED_POSITIONS
-from .layers import ACTIVATIONS, FFN_TYPES, NORM_TYPES, glu_hidden_size
-from .positional import ROTARY_LAYOUTS
 
 ARCHITECTURES = ("encoder-decoder", "encoder-only", "decoder-only")
-# the positions the embeddings add, or "rotary": nothing added, the self-attentions rotate q and k
-POSITIONAL = (*ADDED_POSITIONS, "rotary")
+ADDED_POSITIONS = ("sinusoidal", "learned", "none")  # the positions Embeddings adds to the token vectors
+POSITIONAL = (*ADDED_POSITIONS, "rotary")  # "rotary": nothing added, the self-attentions rotate q and k
+ROTARY_LAYOUTS = ("interleaved", "half")  # rotary pairs (2k, 2k+1), or (k, k + d/2) as Llama's checkpoints
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")  # the feed-forward network's; layers.ACTIVATION_FUNCTIONS
+FFN_TYPES = ("mlp", "glu")  # the paper's two-layer network, or the gated one of GLU variants
+NORM_TYPES = ("layer", "rms")  # nn.LayerNorm, or RMSNorm
+
+
+def glu_hidden_size(d_model: int, multiple_of: int = 256, multiplier: float | None = None) -> int:
+    """Llama's hidden width for a gated feed-forward network: ``2/3 * 4 d``, rounded up to ``multiple_of``.
+
+    A gated network has three matrices where the paper's has two; a hidden width of
+    ``2/3`` of ``4 * d_model`` keeps its parameter count that of the paper's network with
+    ``d_ff = 4 * d_model`` (Shazeer, 2020). Llama then multiplies by ``multiplier``
+    (its ``ffn_dim_multiplier``, ``None``: 1) and rounds up to a multiple of
+    ``multiple_of`` (256 in Llama), as Meta's code does. Llama 2 7B: ``d_model=4096`` gives
+    11008. The width a config with ``ffn_type="glu"`` and ``d_ff=None`` takes. Taught in chapter 19.
+    """
+    d_model = _checks.positive_int(d_model, "d_model")
+    multiple_of = _checks.positive_int(multiple_of, "multiple_of")
+    hidden = int(2 * 4 * d_model / 3)
+    if multiplier is not None:
+        hidden = int(_checks.positive_float(multiplier, "multiplier") * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
 @dataclass

@@ -10,18 +10,13 @@ Taught in chapter 10 (scaling, tying) and 13 (BERT's extras).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from . import _checks
+from .config import ADDED_POSITIONS, TransformerConfig
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
-
-if TYPE_CHECKING:  # only for the type hints: the configuration is defined later
-    from .config import TransformerConfig
-
-POSITIONAL = ("sinusoidal", "learned", "none")
 
 
 class Embeddings(nn.Module):
@@ -65,7 +60,7 @@ class Embeddings(nn.Module):
         super().__init__()
         self.vocab_size = _checks.positive_int(vocab_size, "vocab_size")
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.positional = _checks.one_of(positional, "positional", POSITIONAL)
+        self.positional = _checks.one_of(positional, "positional", ADDED_POSITIONS)
         max_len = _checks.positive_int(max_len, "max_len")
         self.scale = _checks.flag(scale, "scale")
         num_token_types = _checks.non_negative_int(num_token_types, "num_token_types")

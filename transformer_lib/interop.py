@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import TransformerConfig
-from .layers import ACTIVATIONS, AddNorm, DecoderLayer, EncoderLayer, FeedForward
+from .layers import ACTIVATION_FUNCTIONS, AddNorm, DecoderLayer, EncoderLayer, FeedForward
 from .stacks import Decoder, Encoder
 from .torch_attention import MultiHeadAttention
 from .transformer import Transformer
@@ -99,7 +99,7 @@ def mha_from_torch(t: nn.MultiheadAttention) -> MultiHeadAttention:
 
 
 def _torch_activation(name: str) -> Callable:
-    return {"relu": F.relu, "gelu": F.gelu}.get(name, ACTIVATIONS[name])
+    return {"relu": F.relu, "gelu": F.gelu}.get(name, ACTIVATION_FUNCTIONS[name])
 
 
 def _activation_from_torch(t: nn.Module) -> str:

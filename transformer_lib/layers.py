@@ -52,36 +52,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
+from .config import ACTIVATIONS, FFN_TYPES, NORM_TYPES
 from .torch_attention import KVCache, MultiHeadAttention
 
-# The activations the feed-forward network offers. "gelu" is the exact (erf) GELU of BERT
-# and of ``F.gelu``; "gelu_tanh" is the tanh approximation that GPT-2 uses.
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+# The function behind each name of ``config.ACTIVATIONS``. "gelu" is the exact (erf) GELU of
+# BERT and of ``F.gelu``; "gelu_tanh" is the tanh approximation that GPT-2 uses.
+ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
     "silu": F.silu,  # x * sigmoid(x), the "Swish" of SwiGLU (Llama)
 }
-FFN_TYPES = ("mlp", "glu")  # the paper's two-layer network, or the gated one of GLU variants
-NORM_TYPES = ("layer", "rms")  # nn.LayerNorm, or RMSNorm
-
-
-def glu_hidden_size(d_model: int, multiple_of: int = 256, multiplier: float | None = None) -> int:
-    """Llama's hidden width for a gated feed-forward network: ``2/3 * 4 d``, rounded up to ``multiple_of``.
-
-    A gated network has three matrices where the paper's has two; a hidden width of
-    ``2/3`` of ``4 * d_model`` keeps its parameter count that of the paper's network with
-    ``d_ff = 4 * d_model`` (Shazeer, 2020). Llama then multiplies by ``multiplier``
-    (its ``ffn_dim_multiplier``, ``None``: 1) and rounds up to a multiple of
-    ``multiple_of`` (256 in Llama), as Meta's code does. Llama 2 7B: ``d_model=4096`` gives
-    11008. Taught in chapter 19.
-    """
-    d_model = _checks.positive_int(d_model, "d_model")
-    multiple_of = _checks.positive_int(multiple_of, "multiple_of")
-    hidden = int(2 * 4 * d_model / 3)
-    if multiplier is not None:
-        hidden = int(_checks.positive_float(multiplier, "multiplier") * hidden)
-    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
 class RMSNorm(nn.Module):
@@ -135,7 +116,7 @@ class FeedForward(nn.Module):
     matrix ``W_3`` makes a second, linear, projection that multiplies the activated one
     feature by feature, ``FFN(x) = (act(x W_1) * x W_3) W_2``. With ``activation="silu"``
     that is SwiGLU. ``W_1`` is Llama's ``gate_proj``, ``W_3`` its ``up_proj``, ``W_2`` its
-    ``down_proj``; :func:`glu_hidden_size` gives Llama's ``d_ff``.
+    ``down_proj``; :func:`~transformer_lib.config.glu_hidden_size` gives Llama's ``d_ff``.
 
     Args:
         d_model: width of the input and output.
@@ -168,7 +149,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _checks.hidden(x, "x", self.d_model)
         # 1) widen to d_ff and apply the non-linearity (gated: times a second, linear projection)
-        hidden = ACTIVATIONS[self.activation](self.W_1(x))  # (batch, seq, d_ff)
+        hidden = ACTIVATION_FUNCTIONS[self.activation](self.W_1(x))  # (batch, seq, d_ff)
         if self.W_3 is not None:
             hidden = hidden * self.W_3(x)  # (batch, seq, d_ff)
         # 2) project back to d_model

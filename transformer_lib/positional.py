@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from . import _checks
+from .config import ROTARY_LAYOUTS
 
 
 def _even_width(d_model: int, name: str = "d_model") -> int:
@@ -142,9 +143,6 @@ def offset_matrix(phi: float, d_model: int) -> np.ndarray:
     for k, w in enumerate(omega):
         M[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = rotation_matrix(phi, w)
     return M
-
-
-ROTARY_LAYOUTS = ("interleaved", "half")
 
 
 def apply_rotary(

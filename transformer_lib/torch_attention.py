@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
-from .positional import ROTARY_LAYOUTS, apply_rotary
+from .config import ROTARY_LAYOUTS
+from .positional import apply_rotary
 
 
 def causal_mask(
