@@ -261,7 +261,46 @@ def test_decoder_layer_future_target_and_padded_source_do_not_matter():
     memory2[2, 3:] = torch.randn(4, D)
     torch.testing.assert_close(layer(x, memory2, src_mask, tgt_mask), base, rtol=0, atol=1e-6)
     # and the masks are what protects them
-    assert not torch.allclose(layer(x2, memory)[:, :4], layer(x, memory)[:, :4])
+    assert not torch.allclose(layer(x2, memory, causal=False)[:, :4], layer(x, memory, causal=False)[:, :4])
+
+
+def test_decoder_layer_reads_a_missing_tgt_mask_as_the_causal_mask_as_the_stack_does():
+    """One meaning of ``tgt_mask=None`` in the layer, the stack and the models: the causal mask."""
+    torch.manual_seed(0)
+    layer = tl.DecoderLayer(D, H, D_FF).eval()
+    _, _, memory, x, _ = decoder_inputs()
+    causal = layer(x, memory, tgt_mask=tl.causal_mask(6))
+    torch.testing.assert_close(layer(x, memory), causal, rtol=0, atol=0)
+    torch.testing.assert_close(tl.Decoder(None, [layer])(x, memory), causal, rtol=0, atol=0)
+    x2 = x.clone()
+    x2[:, 4] = torch.randn(3, D)  # a future position: no earlier output moves
+    torch.testing.assert_close(layer(x2, memory)[:, :4], causal[:, :4], rtol=0, atol=1e-6)
+    # with a cache, None is the causal mask over the cached keys and the new ones
+    self_cache, cross_cache = tl.KVCache(grows=True), tl.KVCache(grows=False)
+    first = layer(x[:, :4], memory, self_cache=self_cache, cross_cache=cross_cache)
+    rest = layer(x[:, 4:], memory, self_cache=self_cache, cross_cache=cross_cache)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), causal, rtol=1e-5, atol=1e-5)
+    # a windowed cache: None is the causal mask over the window
+    window = tl.causal_mask(6, window=3)
+    windowed = tl.KVCache(grows=True, window=3)
+    steps = [layer(x[:, i : i + 2], memory, self_cache=windowed, cross_cache=tl.KVCache(grows=False))
+             for i in range(0, 6, 2)]  # fmt: skip
+    torch.testing.assert_close(torch.cat(steps, dim=1), layer(x, memory, tgt_mask=window), rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_layer_without_a_mask_only_when_asked_by_name():
+    """``causal=False`` asks for no mask: every position sees every other, as with a mask of all True."""
+    torch.manual_seed(0)
+    layer = tl.DecoderLayer(D, H, D_FF).eval()
+    _, _, memory, x, _ = decoder_inputs()
+    everywhere = torch.ones(6, 6, dtype=torch.bool)
+    unmasked = layer(x, memory, causal=False)
+    torch.testing.assert_close(unmasked, layer(x, memory, tgt_mask=everywhere))
+    assert not torch.allclose(unmasked[:, :5], layer(x, memory)[:, :5])
+    with pytest.raises(ValueError, match=r"causal=False .*no self-attention mask.*tgt_mask of shape \(6, 6\)"):
+        layer(x, memory, tgt_mask=everywhere, causal=False)
+    with pytest.raises(TypeError, match=r"causal must be True or False, got NoneType None"):
+        layer(x, memory, causal=None)
 
 
 def test_decoder_layer_keeps_self_and_cross_attention_weights_when_asked():

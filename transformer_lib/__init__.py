@@ -13,10 +13,11 @@ Glossary (used in code and prose alike): ``d_model`` width of the token vectors;
 feed-forward layer; ``num_layers`` (N) stacked layers; ``W_q, W_k, W_v, W_o`` the
 projections; ``src``/``tgt`` source and target token ids; ``memory`` the encoder's output;
 ``src_mask``/``tgt_mask`` boolean masks, True where attention is allowed. A mask of
-``None`` means: no mask for ``src_mask`` (and in a single layer), the causal mask for
-``tgt_mask`` in the decoder stack and the models (``Decoder``, ``Transformer``,
-``DecoderOnlyModel``), which never see the future unless a given mask lets them; a given
-mask is used as it is. Models return log-probabilities (log-softmax), never logits.
+``None`` means: no mask for ``src_mask``, the causal mask for ``tgt_mask`` in the decoder
+layer, the decoder stack and the models alike (``DecoderLayer``, ``Decoder``,
+``Transformer``, ``DecoderOnlyModel``), which never see the future unless a given mask
+lets them (a ``DecoderLayer`` takes ``causal=False`` for no mask); a given mask is used as
+it is. Models return log-probabilities (log-softmax), never logits.
 ``get_attention_maps(...)`` on a stack or model runs a forward pass made for reading the
 attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward passes keep none.
 """

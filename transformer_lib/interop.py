@@ -16,9 +16,10 @@ A module is looked up by its class and then by its base classes.
 
 Mask conventions differ: ours is ``True`` where attention is allowed,
 ``torch.nn.MultiheadAttention``'s ``attn_mask`` is ``True`` where it is blocked
-(:func:`torch_attn_mask` converts). Our :class:`~transformer_lib.stacks.Decoder` reads
-``tgt_mask=None`` as the causal mask, ``nn.TransformerDecoder`` as no mask: pass masks
-explicitly when comparing the two.
+(:func:`torch_attn_mask` converts). Our :class:`~transformer_lib.layers.DecoderLayer` and
+:class:`~transformer_lib.stacks.Decoder` read ``tgt_mask=None`` as the causal mask,
+``nn.TransformerDecoderLayer`` and ``nn.TransformerDecoder`` as no mask: pass masks
+explicitly when comparing them.
 
 PyTorch's modules express only the paper's model: :func:`to_torch` refuses a module built
 with an ablation switch off (``attention_scale``, ``residual``, ``layer_norm``) or with

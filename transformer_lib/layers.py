@@ -29,7 +29,8 @@ way: ``num_kv_heads``, ``rotary_layout`` and ``rotary_base`` to the self-attenti
 the feed-forward network and ``norm_type`` to every Add & Norm.
 
 Masks follow the attention core: boolean, ``True`` where attention is allowed,
-broadcastable to ``(batch, heads, q_len, k_len)``.
+broadcastable to ``(batch, heads, q_len, k_len)``. A decoder layer reads ``tgt_mask=None``
+as the causal mask, as the decoder stack and the models do; ``causal=False`` asks it for no mask.
 
 Attention weights: a layer's forward pass runs PyTorch's fused attention kernel and keeps
 no weights, in training and evaluation alike. ``need_weights=True`` runs the explicit
@@ -53,7 +54,7 @@ from torch import nn
 
 from . import _checks
 from .config import ACTIVATIONS, FFN_TYPES, NORM_TYPES
-from .torch_attention import KVCache, MultiHeadAttention
+from .torch_attention import KVCache, MultiHeadAttention, causal_mask
 
 # The function behind each name of ``config.ACTIVATIONS``. "gelu" is the exact (erf) GELU of
 # BERT and of ``F.gelu``; "gelu_tanh" is the tanh approximation that GPT-2 uses.
@@ -337,7 +338,8 @@ class DecoderLayer(nn.Module):
     Submodules: ``self_attn``, ``cross_attn`` (``None`` without cross-attention),
     ``feed_forward``, ``add_norm1`` (self-attention), ``add_norm2`` (cross-attention,
     ``None`` without it) and ``add_norm3`` (feed-forward).
-    Taught in chapter 10; equal to ``nn.TransformerDecoderLayer(batch_first=True)``.
+    Taught in chapter 10; equal to ``nn.TransformerDecoderLayer(batch_first=True)`` given the
+    same masks (PyTorch's layer reads a missing ``tgt_mask`` as no mask, ours as the causal one).
     """
 
     def __init__(
@@ -392,6 +394,8 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
+        *,
+        causal: bool = True,
     ) -> torch.Tensor:
         """Decode ``x`` (the target so far) while attending to the encoder output ``memory``.
 
@@ -403,10 +407,9 @@ class DecoderLayer(nn.Module):
                 ``(batch, heads, tgt_len, src_len)``; usually the source padding mask
                 ``(batch, 1, 1, src_len)``.
             tgt_mask: optional boolean mask for self-attention, broadcastable to
-                ``(batch, heads, tgt_len, tgt_len)``; usually causal and padding together.
-                ``None`` means no mask at all (as in PyTorch's layer): pass the causal
-                mask. (The stacks and models, from :class:`~transformer_lib.stacks.Decoder`
-                up, read ``None`` as the causal mask.)
+                ``(batch, heads, tgt_len, tgt_len)`` and used as it is; usually causal and
+                padding together. ``None`` is the causal mask ``causal_mask(tgt_len)``, as in
+                the stacks and models (PyTorch's layer reads ``None`` as no mask).
             need_weights: run the explicit attention path and leave this call's weights in
                 ``self_attn.attention_weights`` and ``cross_attn.attention_weights``.
             self_cache, cross_cache: for generation, the
@@ -414,11 +417,17 @@ class DecoderLayer(nn.Module):
                 (growing: ``x`` holds only the new tokens, which attend to the cached ones;
                 ``tgt_mask`` then covers ``(tgt_len, cached + tgt_len)``) and of the
                 cross-attention (fixed: the memory's keys and values, computed once).
+                With a growing cache, ``tgt_mask=None`` is
+                ``causal_mask(tgt_len, past=cached, window=self_cache.window)``.
+            causal: ``False`` asks for no self-attention mask at all, every position seeing
+                every other, in place of the causal mask that ``tgt_mask=None`` means; it
+                cannot go with a ``tgt_mask``.
 
         Returns:
             ``(batch, tgt_len, d_model)``.
         """
         _checks.hidden(x, "x", self.d_model, "(batch, tgt_len, d_model={})")
+        causal = _checks.flag(causal, "causal")
         if self.cross_attn is None:
             if memory is not None or src_mask is not None or cross_cache is not None:
                 raise ValueError(
@@ -433,10 +442,16 @@ class DecoderLayer(nn.Module):
             _checks.same_size(x.shape[0], memory.shape[0], "the batch sizes of x and memory")
         b, t, _ = x.shape
         h = self.self_attn.num_heads
+        past = 0 if self_cache is None else self_cache.length  # the keys of earlier steps
         if tgt_mask is not None:
-            past = 0 if self_cache is None else self_cache.length  # the keys of earlier steps
             layout = "(batch, heads, tgt_len, tgt_len)" if not past else "(batch, heads, tgt_len, cached + tgt_len)"
             _checks.bool_mask(tgt_mask, "tgt_mask", (b, h, t, past + t), layout, tensor=True)
+            if not causal:
+                raise ValueError("causal=False asks for no self-attention mask, but a tgt_mask of shape "
+                                 f"{tuple(tgt_mask.shape)} came too: pass one or the other")
+        elif causal and t:  # None: the causal mask, over the cached keys too
+            window = None if self_cache is None else self_cache.window
+            tgt_mask = causal_mask(t, device=x.device, past=past, window=window)  # (tgt_len, past + tgt_len)
         if src_mask is not None:
             layout = "(batch, heads, tgt_len, src_len)"
             _checks.bool_mask(src_mask, "src_mask", (b, h, t, memory.shape[1]), layout, tensor=True)

@@ -15,8 +15,9 @@ both stacks, even in post-norm; :func:`transformer_lib.to_torch` leaves it out
 so both directions are exact.
 
 Masks are boolean, ``True`` where attention is allowed. The decoder reads
-``tgt_mask=None`` as the causal mask: a decoder never sees the future unless it is given
-a mask that lets it (``nn.TransformerDecoder`` reads ``None`` as no mask at all).
+``tgt_mask=None`` as the causal mask, as its layers do: a decoder never sees the future
+unless it is given a mask that lets it (``nn.TransformerDecoder`` reads ``None`` as no mask
+at all).
 
 Generation with a cache. Decoding one token at a time, the decoder would recompute every
 earlier token at every step; :meth:`Decoder.new_cache` gives a :class:`DecoderCache` (the
@@ -382,13 +383,15 @@ class Decoder(nn.Module):
         x = self.embed(tgt, past)  # (batch, tgt_len, d_model)
         held = past if cache is None else cache.self_attn[0].length  # keys a windowed cache still holds
         tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device, held)
+        unmasked = tgt_mask is None  # one new token after a cache: no key to hide (see _self_mask)
         # 2) N decoder layers: masked self-attention, cross-attention, feed-forward
         for i, layer in enumerate(self.layers):
             if cache is None:
-                x = layer(x, memory, src_mask, tgt_mask)
+                x = layer(x, memory, src_mask, tgt_mask, causal=not unmasked)
             else:
                 cross = None if cache.cross_attn is None else cache.cross_attn[i]
-                x = layer(x, memory, src_mask, tgt_mask, self_cache=cache.self_attn[i], cross_cache=cross)
+                x = layer(x, memory, src_mask, tgt_mask, self_cache=cache.self_attn[i], cross_cache=cross,
+                          causal=not unmasked)
         # 3) the final LayerNorm of a pre-norm stack
         return x if self.norm is None else self.norm(x)
 
@@ -409,7 +412,7 @@ class Decoder(nn.Module):
             x = self.embed(tgt)  # (batch, tgt_len, d_model)
             tgt_mask = self._self_mask(x.shape[1], tgt_mask, x.device)
             for layer in self.layers:
-                x = layer(x, memory, src_mask, tgt_mask, need_weights=True)
+                x = layer(x, memory, src_mask, tgt_mask, need_weights=True, causal=tgt_mask is not None)
                 maps["self"].append(_take_weights(layer.self_attn))  # (batch, heads, tgt_len, tgt_len)
                 if layer.cross_attn is not None:
                     maps["cross"].append(_take_weights(layer.cross_attn))  # (batch, heads, tgt_len, src_len)
