@@ -49,13 +49,29 @@ def chapter(request):
 
 
 def assert_frames_fit_the_column(chapter, widget: str, max_width: int = 700) -> None:
-    """Every precomputed frame of the chapter's ``widget`` is one PNG at most ``max_width`` pixels
-    wide (bytes 16-24 of a PNG hold its width and height), so it fits the book's column."""
+    """Every precomputed frame of the chapter's ``widget`` fits the book's column, ``max_width`` pixels.
+
+    A figure's frame is one PNG at most ``max_width`` pixels wide (bytes 16-24 of a PNG hold its
+    width and height). An HTML frame is a ``<div>`` whose ``max-width`` bounds it, every width it
+    sets in pixels is at most ``max_width``, and long words wrap (``overflow-wrap:anywhere``)
+    rather than widen it. The check runs in the kernel, under names that leave the chapter's alone.
+    """
     chapter.inject(
         f"""
-import struct
-widths = [struct.unpack(">II", png[16:24])[0] for png in {widget}.frames.outputs.values()]
-assert max(widths) <= {max_width}, widths
+import re as _re
+import struct as _struct
+
+assert {widget}.frames.outputs, "{widget} has no frames"
+for _key, _frame in {widget}.frames.outputs.items():
+    if isinstance(_frame, bytes):
+        assert _frame.startswith(b"\\x89PNG\\r\\n\\x1a\\n"), (_key, "not a PNG", _frame[:8])
+        _width = _struct.unpack(">II", _frame[16:24])[0]
+        assert _width <= {max_width}, (_key, _width)
+    else:
+        assert _re.match(r"<div style='max-width:\\s*\\d+px;", _frame), (_key, _frame[:60])
+        _widths = [int(w) for w in _re.findall(r"width:\\s*(\\d+)px", _frame)]
+        assert max(_widths) <= {max_width}, (_key, _widths)
+        assert "overflow-wrap:anywhere" in _frame, (_key, "long words widen the frame")
 """
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "01_why_attention"
 
 
@@ -61,7 +63,4 @@ def test_each_step_frame_is_what_render_draws(chapter):
 
 
 def test_every_memory_frame_fits_the_column(chapter):
-    widths = chapter.value(
-        "[int.from_bytes(png[16:20], 'big') for png in memory_box.frames.outputs.values()]"
-    )
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "memory_box")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "04_queries_keys_values"
 
 
@@ -23,8 +25,5 @@ def test_every_frame_differs(chapter):
 
 
 def test_every_frame_fits_the_column(chapter):
-    widths = chapter.value(
-        "[int.from_bytes(png[16:20], 'big') for png in saturation_box.frames.outputs.values()]"
-    )
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "saturation_box")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "05_masking"
 
 
@@ -33,8 +35,4 @@ def test_the_padding_mask_blanks_the_pad_keys_in_every_frame(chapter):
 
 
 def test_every_frame_fits_the_column(chapter):
-    widths = chapter.value(
-        "[int.from_bytes(png[16:20], 'big')"
-        " for png in mask_box.frames.outputs.values()]"
-    )
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "mask_box")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "06_multi_head_attention"
 
 
@@ -23,11 +25,7 @@ def test_every_frame_differs(chapter):
 
 
 def test_every_frame_fits_the_column(chapter):
-    widths = chapter.value(
-        "[int.from_bytes(png[16:20], 'big')"
-        " for png in heads_box.frames.outputs.values()]"
-    )
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "heads_box")
 
 
 def test_the_first_example_tells_content_from_position(chapter):

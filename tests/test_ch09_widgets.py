@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "09_encoder"
 
 
@@ -26,8 +28,7 @@ def test_every_frame_differs(chapter):
 
 
 def test_every_frame_fits_the_column(chapter):
-    widths = chapter.value("[int.from_bytes(png[16:20], 'big') for png in box.frames.outputs.values()]")
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "box")
 
 
 def test_the_deep_post_norm_stack_is_slower_not_stuck(chapter):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "10_decoder"
 
 
@@ -24,8 +26,7 @@ def test_every_frame_differs(chapter):
 
 
 def test_every_frame_fits_the_column(chapter):
-    widths = chapter.value("[int.from_bytes(png[16:20], 'big') for png in box.frames.outputs.values()]")
-    assert max(widths) <= 700, widths
+    assert_frames_fit_the_column(chapter, "box")
 
 
 def test_the_widget_replays_a_trained_model(chapter):

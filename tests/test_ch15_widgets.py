@@ -4,6 +4,8 @@ within the book's column, and quick to draw."""
 
 from __future__ import annotations
 
+from conftest import assert_frames_fit_the_column
+
 CHAPTER = "15_tokenisation"
 
 
@@ -73,17 +75,7 @@ for V in bpe:
 
 
 def test_every_frame_fits_the_column(chapter):
-    chapter.inject(
-        """
-import re as re_module
-
-for key, shown in tokens_widget.frames.outputs.items():
-    assert shown.startswith("<div style='max-width:680px;"), key
-    widths = [int(w) for w in re_module.findall(r"width:\\s*(\\d+)px", shown)]
-    assert widths and max(widths) <= 700, (key, widths)
-    assert "overflow-wrap:anywhere" in shown, key  # long tokens wrap, not widen
-"""
-    )
+    assert_frames_fit_the_column(chapter, "tokens_widget")
 
 
 def test_one_frame_is_drawn_quickly(chapter):
