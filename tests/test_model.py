@@ -50,6 +50,57 @@ def test_init_weights_is_xavier_uniform_on_matrices_only():
         tl.init_weights("model")
 
 
+def normal_std(w: torch.Tensor, std: float) -> bool:
+    """Whether ``w`` looks drawn from N(0, std): its mean, its std, and the share beyond 2 std
+    (4.6% for a normal, none for a uniform of that std)."""
+    w = w.detach().flatten()
+    beyond = (w.abs() > 2 * std).float().mean().item()
+    return abs(w.mean().item()) < 0.05 * std and abs(w.std().item() / std - 1) < 0.05 and 0.03 < beyond < 0.065
+
+
+def test_init_weights_gpt2_draws_normal_matrices_zero_biases_and_scaled_residual_projections():
+    torch.manual_seed(0)
+    config = tl.TransformerConfig.preset("gpt-tiny", tgt_vocab_size=65, d_model=128, num_heads=4, num_layers=3,
+                                         d_ff=512, max_len=64)  # fmt: skip
+    model = tl.build_model(config)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.fill_(7.0)
+    assert tl.init_weights(model, scheme="gpt2") is model
+    decoder = model.decoder
+    assert normal_std(decoder.embedding.token_embedding.weight, 0.02)
+    assert normal_std(decoder.embedding.position.embedding.weight, 0.02)
+    assert model.generator.proj.weight is decoder.embedding.token_embedding.weight  # still tied
+    residual_std = 0.02 / (2 * 3) ** 0.5  # nanoGPT's 0.02 / sqrt(2 * n_layer)
+    for layer in decoder.layers:
+        attention, ffn = layer.self_attn, layer.feed_forward
+        for w in (attention.W_q.weight, attention.W_k.weight, attention.W_v.weight, ffn.W_1.weight):
+            assert normal_std(w, 0.02)
+        assert normal_std(attention.W_o.weight, residual_std) and normal_std(ffn.W_2.weight, residual_std)
+    biases = [m.bias for m in model.modules() if isinstance(m, nn.Linear) and m.bias is not None]
+    assert len(biases) == 3 * 6 and all(torch.all(b == 0) for b in biases)
+    norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    assert norms and all(torch.all(m.weight == 7.0) and torch.all(m.bias == 0) for m in norms)  # untouched
+
+
+def test_init_weights_gpt2_counts_every_residual_projection_of_an_encoder_decoder():
+    torch.manual_seed(0)
+    model = tl.init_weights(tl.Transformer(small_config(d_model=256, d_ff=1024, num_heads=4)), "gpt2")
+    n = 2 * 2 + 3 * 2  # two per encoder layer, three per decoder layer (self, cross, feed-forward)
+    assert normal_std(model.decoder.layers[1].cross_attn.W_o.weight, 0.02 / n**0.5)
+    assert normal_std(model.encoder.layers[0].feed_forward.W_2.weight, 0.02 / n**0.5)
+    assert normal_std(model.decoder.layers[0].cross_attn.W_q.weight, 0.02)
+
+
+def test_init_weights_names_a_bad_scheme():
+    layer = tl.EncoderLayer(64, 4, 256)
+    with pytest.raises(ValueError, match=r"scheme must be one of \['xavier', 'gpt2'\], got 'normal'"):
+        tl.init_weights(layer, scheme="normal")
+    with pytest.raises(TypeError, match=r"scheme must be one of .*got int 2"):
+        tl.init_weights(layer, 2)
+
+
 # --------------------------------------------------------------------------- Transformer
 
 

@@ -5,7 +5,8 @@ Read top to bottom:
 * :class:`Generator`: the output layer, linear then log-softmax over the vocabulary
   (chapter 10).
 * :func:`init_weights`: Xavier-uniform on every matrix, the initialisation every model
-  of the library starts from (chapter 10 compares it with the authors' own).
+  of the library starts from (chapter 10 compares it with the authors' own), or GPT-2's
+  normal draw with its scaled residual projections (chapter 16 trains with both).
 * :class:`Transformer` (chapter 11): an :class:`~transformer_lib.stacks.Encoder`, a
   :class:`~transformer_lib.stacks.Decoder` and a :class:`Generator`, with weight tying,
   built from a :class:`~transformer_lib.config.TransformerConfig`.
@@ -21,7 +22,9 @@ from torch import nn
 
 from . import _checks
 from .config import TransformerConfig, check_architecture
+from .layers import FeedForward
 from .stacks import Decoder, DecoderCache, Encoder, evaluating
+from .torch_attention import MultiHeadAttention
 
 
 class Generator(nn.Module):
@@ -46,21 +49,59 @@ class Generator(nn.Module):
         return torch.log_softmax(self.proj(x), dim=-1)
 
 
-def init_weights(model: nn.Module) -> nn.Module:
-    """Xavier-uniform on every parameter with two or more dimensions; returns ``model``.
+#: the initialisations :func:`init_weights` draws
+INIT_SCHEMES = ("xavier", "gpt2")
+#: GPT-2's standard deviation for every matrix (``initializer_range`` in Hugging Face's GPT-2)
+GPT2_STD = 0.02
 
-    Every matrix (embeddings, projections, feed-forward weights) is drawn from
-    ``U(-a, a)`` with ``a = sqrt(6 / (fan_in + fan_out))``, so a layer's output has about
-    the variance of its input, as the Annotated Transformer and ``nn.Transformer`` do;
-    biases and LayerNorms keep PyTorch's defaults (zeros, ones). The models call it before
-    tying weights, so a shared matrix is initialised once. Used in chapter 09's training runs;
-    chapter 10 compares it with the initialisation of the authors' code.
+
+def init_weights(model: nn.Module, scheme: str = "xavier") -> nn.Module:
+    """Draw the weights of ``model`` afresh with the initialisation ``scheme``; returns ``model``.
+
+    Args:
+        model: any ``nn.Module`` (a model, a stack, a layer).
+        scheme: ``"xavier"`` (the library's default) or ``"gpt2"``.
+
+    ``"xavier"``: every parameter with two or more dimensions (embeddings, projections,
+    feed-forward weights) is drawn from ``U(-a, a)`` with ``a = sqrt(6 / (fan_in + fan_out))``,
+    so a layer's output has about the variance of its input, as the Annotated Transformer and
+    ``nn.Transformer`` do. Nothing else is touched: the linear maps' biases keep the draw
+    PyTorch gave them, ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``, and the norms their ones and
+    zeros.
+
+    ``"gpt2"``: GPT-2's initialisation as Hugging Face's GPT-2 and nanoGPT draw it. Every
+    parameter with two or more dimensions, the token and position embeddings included, from
+    ``N(0, 0.02)`` (:data:`GPT2_STD`); the biases of the linear maps set to 0; and the
+    residual projections, whose outputs are added to the residual stream (each attention's
+    ``W_o`` and each feed-forward network's ``W_2``), from ``N(0, 0.02 / sqrt(N))`` with
+    ``N`` their number: ``2 * num_layers`` in a decoder-only model, nanoGPT's
+    ``0.02 / sqrt(2 * n_layer)``. The norms are not touched.
+
+    The models call it (with ``"xavier"``) before tying weights, so a shared matrix is drawn
+    once; called on a built model it draws a tied matrix once as well. Used in chapter 09's
+    training runs; chapter 10 compares it with the initialisation of the authors' code;
+    chapter 16 trains nanoGPT's model with both schemes.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    _checks.one_of(scheme, "scheme", INIT_SCHEMES)
+    if scheme == "xavier":
+        for p in model.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        return model
+    # 1) every matrix from N(0, 0.02), every bias of a linear map 0
     for p in model.parameters():
         if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
+            nn.init.normal_(p, mean=0.0, std=GPT2_STD)
+    for m in model.modules():
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+    # 2) the residual projections again, scaled down by the square root of their number
+    residual = [m.W_o.weight for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    residual += [m.W_2.weight for m in model.modules() if isinstance(m, FeedForward)]
+    for w in residual:
+        nn.init.normal_(w, mean=0.0, std=GPT2_STD / len(residual) ** 0.5)
     return model
 
 
