@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 import transformer_lib as tl
 from transformer_lib.resources import data_path
-from transformer_lib.tokenizer import GPT2_PATTERN, bytes_to_unicode, learn_merges, tokens_per_character
+from transformer_lib.tokenizer import (
+    GPT2_PATTERN,
+    bytes_to_unicode,
+    learn_merges,
+    merge_pair,
+    tokens_per_character,
+)
 
 SHAKESPEARE = data_path("tinyshakespeare", "input.txt")
 
@@ -123,6 +129,33 @@ def test_char_save_load(tmp_path):
     assert again != tl.CharTokenizer().train("other")
     with pytest.raises(ValueError, match="path must be a BPETokenizer file"):
         tl.BPETokenizer.load(tmp_path / "char.json")
+
+
+# --- merge_pair: one merge -------------------------------------------------------------------
+
+
+def test_merge_pair_replaces_each_occurrence_left_to_right():
+    assert merge_pair([97, 98, 99, 97, 98], (97, 98), 256) == [256, 99, 256]
+    # a symbol joins one merge at most: "a a a" is [new, a], not [new, new] nor [a, new]
+    assert merge_pair([97, 97, 97], (97, 97), 256) == [256, 97]
+    assert merge_pair([97, 97, 97, 97], (97, 97), 256) == [256, 256]
+    assert merge_pair([], (1, 2), 3) == [] and merge_pair([5, 6], (6, 5), 7) == [5, 6]
+    ids = [1, 2, 1, 2]
+    assert merge_pair(np.array(ids), (1, 2), 300) == merge_pair(torch.tensor(ids), (1, 2), 300) == [300, 300]
+    assert ids == [1, 2, 1, 2]  # the input is not changed
+
+
+def test_merge_pair_errors_name_the_argument():
+    with pytest.raises(TypeError, match=r"ids must hold integers.*float 1.5"):
+        merge_pair([1, 1.5], (1, 2), 3)
+    with pytest.raises(ValueError, match=r"ids must be non-negative.*-1"):
+        merge_pair([1, -1], (1, 2), 3)
+    with pytest.raises(TypeError, match=r"pair must be a tuple of two token ids.*\(1, 2, 3\)"):
+        merge_pair([1, 2], (1, 2, 3), 4)
+    with pytest.raises(TypeError, match=r"pair\[1\] must be a non-negative int token id.*str"):
+        merge_pair([1, 2], (1, "b"), 4)
+    with pytest.raises(TypeError, match=r"new_id must be a non-negative int token id.*-4"):
+        merge_pair([1, 2], (1, 2), -4)
 
 
 # --- learn_merges: the training loop ----------------------------------------------------------

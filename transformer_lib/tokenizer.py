@@ -5,7 +5,8 @@
 * :class:`BPETokenizer`: byte-level byte-pair encoding as in GPT-2 (Sennrich et al. 2016;
   Radford et al. 2019). The base vocabulary is the 256 bytes, so every string has an encoding;
   training repeatedly merges the most frequent adjacent pair of tokens into a new token.
-  :func:`learn_merges` is the training loop on its own, on any sequences of integer symbols.
+  :func:`learn_merges` is the training loop on its own, on any sequences of integer symbols;
+  :func:`merge_pair` is one merge.
 
 Both share one interface: ``train(text, ...)`` (returns the tokeniser), ``encode(text) -> list[int]``,
 ``decode(ids) -> str``, ``vocab_size``, ``token_strings(ids)``, ``save(path)`` / ``load(path)`` (json),
@@ -36,10 +37,11 @@ def _check_text(text: Any, name: str) -> str:
     return text
 
 
-def _check_ids(ids: Any, vocab_size: int, name: str = "ids") -> list[int]:
+def _check_ids(ids: Any, vocab_size: int | None, name: str = "ids") -> list[int]:
     """Return ``ids`` as a list of ints in [0, vocab_size), else raise naming the argument.
 
     Accepts a list or tuple of ints, a 1-D numpy array or a 1-D torch tensor of integers.
+    ``vocab_size=None``: any non-negative ints.
     """
     if isinstance(ids, str):
         raise TypeError(f"{name} must be a sequence of integer token ids, got a str")
@@ -54,7 +56,9 @@ def _check_ids(ids: Any, vocab_size: int, name: str = "ids") -> list[int]:
     for pos, i in enumerate(out):
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise TypeError(f"{name} must hold integers, got {type(i).__name__} {i!r} at position {pos}")
-        if not 0 <= i < vocab_size:
+        if vocab_size is None and i < 0:
+            raise ValueError(f"{name} must be non-negative, got {int(i)} at position {pos}")
+        if vocab_size is not None and not 0 <= i < vocab_size:
             raise ValueError(f"{name} must be in [0, {vocab_size}), got {int(i)} at position {pos}")
     return [int(i) for i in out]
 
@@ -194,7 +198,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 def _merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of ``pair`` in ``ids``, left to right, by ``new_id``."""
+    """:func:`merge_pair` without its checks, for the loops of training and encoding."""
     out: list[int] = []
     i = 0
     while i < len(ids):
@@ -205,6 +209,27 @@ def _merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]
             out.append(ids[i])
             i += 1
     return out
+
+
+def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """One byte-pair merge: every occurrence of ``pair`` in ``ids``, left to right, becomes ``new_id``.
+
+    Args:
+        ids: the token ids, a list or tuple of ints or a 1-D numpy array or torch tensor
+            (not changed).
+        pair: the two ids ``(a, b)`` to merge.
+        new_id: the id that replaces each adjacent ``a b``.
+
+    Returns:
+        A new list. Occurrences are taken left to right, each symbol in one merge at most, so
+        ``[a, a, a]`` with ``pair=(a, a)`` becomes ``[new_id, a]``. Training
+        (:func:`learn_merges`) and encoding apply it. Taught in chapter 15.
+    """
+    ids = _check_ids(ids, None)
+    if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+        raise TypeError(f"pair must be a tuple of two token ids (a, b), got {pair!r}")
+    pair = (_checks.token_id(pair[0], "pair[0]"), _checks.token_id(pair[1], "pair[1]"))
+    return _merge_pair(ids, pair, _checks.token_id(new_id, "new_id"))
 
 
 def learn_merges(

@@ -7,7 +7,8 @@ before training and encoding, so pairs are counted, and merged, inside words onl
 at every adjacent position (``a a a`` holds ``a a`` twice) but a merge consumes its occurrences
 left to right (``a a a`` becomes ``[new_id, a]``); ties go to the smallest pair
 ``(a, b)``; decoding joins the tokens' bytes and decodes UTF-8 once, with ``errors="replace"``.
-The expected values come from ``tl.BPETokenizer`` (trained, or loaded with the given merges).
+The expected values come from ``tl.BPETokenizer`` (trained, or loaded with the given merges)
+and, for one merge, from ``tl.tokenizer.merge_pair``.
 
 The answers are dicts and strings, which a record of plain arrays cannot hold as they are, so
 each answer is read through :func:`_readable`: a dict becomes an integer array (its rows
@@ -147,19 +148,6 @@ def _expect_text(got: Any, what: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Every occurrence of ``pair`` replaced by ``new_id``, left to right (``tl.BPETokenizer``'s merge)."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 def _merge_overlapping(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """The slip: each position decides alone whether it starts a pair, so ``a a a`` gives two new ids."""
     out = []
@@ -174,7 +162,7 @@ def _merge_overlapping(ids: list[int], pair: tuple[int, int], new_id: int) -> li
 
 
 def _merge_from_the_right(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    return _merge(ids[::-1], (pair[1], pair[0]), new_id)[::-1]
+    return tl.tokenizer.merge_pair(ids[::-1], (pair[1], pair[0]), new_id)[::-1]
 
 
 def _merge_first_only(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -184,9 +172,13 @@ def _merge_first_only(ids: list[int], pair: tuple[int, int], new_id: int) -> lis
     return list(ids)
 
 
-def _train_variant(words: list[bytes], num_merges: int, *, merge: Callable = _merge, tie: str = "smallest",
+def _train_variant(words: list[bytes], num_merges: int, *, merge: Callable | None = None, tie: str = "smallest",
                    weighted: bool = True, first_id: int = 256) -> dict[tuple[int, int], int]:
-    """A plain BPE trainer whose parts can be swapped for the classic slips (the words in text order)."""
+    """A plain BPE trainer whose parts can be swapped for the classic slips (the words in text order).
+
+    ``merge(ids, pair, new_id)`` is one merge, by default the library's ``merge_pair``.
+    """
+    merge = merge or tl.tokenizer.merge_pair
     counts = Counter(words)
     seqs = [(list(w), counts[w] if weighted else 1) for w in counts]  # first occurrence order
     merges: dict[tuple[int, int], int] = {}
@@ -325,7 +317,7 @@ def check_merge(merge: Any, ids: list[int], pair: tuple[int, int], new_id: int) 
     got = call("merge", merge, ids, pair, new_id)
     what = f"merge({ids if len(ids) <= 12 else 'ids'}, {pair}, {new_id})"
     got = _expect_ids(got, what)
-    want = _merge(ids, pair, new_id)
+    want = tl.tokenizer.merge_pair(ids, pair, new_id)
     if got == want:
         return
     mistakes = {
@@ -405,7 +397,7 @@ def _first_wrong_merge(found: dict, order: list, want: dict, words: list[bytes])
             for w, n in Counter(words).items():
                 seq = list(w)
                 for p, v in state.items():
-                    seq = _merge(seq, p, v)
+                    seq = tl.tokenizer.merge_pair(seq, p, v)
                 for p in zip(seq, seq[1:]):
                     counts[p] += n
             a, b = pair
