@@ -9,6 +9,15 @@ sizes: GELU, pre-norm, learned positions, tied embeddings, as GPT-2) with ``tl.t
 and writes ``transformer_lib/records/shakespeare/<name>.json`` (settings, versions, hardware, times, the
 loss curve, the final losses, samples) and a float16 checkpoint ``<name>.pt``.
 
+What still differs from nanoGPT's run: the weights start from the library's Xavier-uniform draw
+unless ``--init gpt2`` asks for nanoGPT's (``N(0, 0.02)``, zero biases, the residual
+projections at ``0.02 / sqrt(2 * layers)``: ``tl.init_weights(model, "gpt2")``); the linear
+maps and LayerNorms have biases (nanoGPT's run has ``bias=False``); GELU is the tanh
+approximation (nanoGPT's ``nn.GELU()`` is exact); and the random streams differ (nanoGPT seeds
+1337 and draws its evaluation batches from the training stream). A seed sets the initial
+weights and, through its own generator, the training windows: the same seed gives both
+initialisations the same batches.
+
 How the losses are measured (nats per token):
 
 * the curve: every ``--eval-every`` steps, the mean over 20 random batches of 12 windows
@@ -26,7 +35,8 @@ Run ``python scripts/train_shakespeare.py`` (``make shakespeare``), or with
 ``--steps 10000 --name char_long`` for a longer budget. Use ``--threads 1`` (the default)
 when other work shares the machine: a one-thread time is an upper bound for two cores.
 ``--device cuda`` trains on an NVIDIA GPU (``make shakespeare SHAKESPEARE_ARGS="--device cuda"``);
-the record notes the device. ``--out`` writes the record and checkpoint to another folder.
+the record notes the device. ``--out`` writes the record and checkpoint to another folder;
+``--no-checkpoint`` writes the record alone (the extra seeds ship only their JSON).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ import transformer_lib as tl
 from transformer_lib.resources import data_path
 from transformer_lib.text import TextDataset, split_text
 from transformer_lib.training import EVAL_SEED, language_model_loss
+from transformer_lib.transformer import INIT_SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -70,6 +81,20 @@ NANOGPT = {
     "command": "python train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20 "
     "--log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 --max_iters=2000 "
     "--lr_decay_iters=2000 --dropout=0.0",
+    "rerun": {
+        "validation loss": 1.8857,
+        "what": "the command above run once with nanoGPT's code on the same machine and data (its own seed): "
+        "the validation loss it printed at step 2,000",
+        "measured as": "mean of 20 random batches of 12 windows (eval_iters=20)",
+    },
+    "differences": [
+        "initialisation: nanoGPT draws every Linear and Embedding from N(0, 0.02), zero biases, the residual "
+        "projections (attention's c_proj, the MLP's c_proj) from N(0, 0.02 / sqrt(2 * n_layer)); this script's "
+        "'init' setting says which the run used",
+        "biases: nanoGPT's run has none (bias=False) in its linear maps and LayerNorms; this model has them",
+        "GELU: nanoGPT's nn.GELU() is exact; this model's (the gpt-tiny preset's gelu_tanh) the tanh approximation",
+        "random streams: nanoGPT seeds 1337 and draws its evaluation batches from the training stream",
+    ],
 }
 GOAL_LOSS = 1.88
 GOAL_SECONDS = 300.0
@@ -111,15 +136,21 @@ def split(text: str, tokenizer, block_size: int = SETTINGS["block_size"]) -> tup
     return TextDataset(torch.tensor(train_ids), block_size), TextDataset(torch.tensor(val_ids), block_size)
 
 
-def build(vocab_size: int, settings: dict = SETTINGS, seed: int = 0) -> tl.DecoderOnlyModel:
-    """The GPT of nanoGPT's CPU run, from the library's "gpt-tiny" preset; seeded."""
+def build(vocab_size: int, settings: dict = SETTINGS, seed: int = 0, init: str = "xavier") -> tl.DecoderOnlyModel:
+    """The GPT of nanoGPT's CPU run, from the library's "gpt-tiny" preset; seeded.
+
+    ``init``: ``"xavier"`` (the library's draw) or ``"gpt2"`` (nanoGPT's, drawn after it).
+    """
     config = tl.TransformerConfig.preset(
         "gpt-tiny", src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=settings["d_model"],
         num_heads=settings["num_heads"], num_layers=settings["num_layers"], d_ff=settings["d_ff"],
         max_len=settings["block_size"], dropout=settings["dropout"],
     )  # fmt: skip
     torch.manual_seed(seed)
-    return tl.build_model(config)
+    model = tl.build_model(config)
+    if init != "xavier":
+        tl.init_weights(model, scheme=init)  # checks init; drawn again, after the model's own draw
+    return model
 
 
 def run_training(
@@ -173,7 +204,10 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=None, help="the BPE tokeniser's vocabulary")
     parser.add_argument("--name", default=None, help="output name (default: char, or bpe<vocab size>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--init", choices=INIT_SCHEMES, default="xavier",
+                        help="the initial weights: the library's Xavier draw or nanoGPT's (gpt2)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for <name>.json and <name>.pt")
+    parser.add_argument("--no-checkpoint", action="store_true", help="write the JSON record only")
     add_device_option(parser)
     args = parser.parse_args()
     out = args.out
@@ -189,7 +223,7 @@ def main() -> None:
     tokens_per_char = len(val.ids) / (len(text) - int(len(text) * 0.9))
 
     # 2) the model and the training run
-    model = build(tokenizer.vocab_size, seed=args.seed).to(args.device)
+    model = build(tokenizer.vocab_size, seed=args.seed, init=args.init).to(args.device)
     history = run_training(model, train, val, args.steps, seed=args.seed, progress=not args.no_progress)
 
     # 3) the final losses: 200 random batches, the whole split, and the float16 checkpoint
@@ -202,10 +236,18 @@ def main() -> None:
     model = model.cpu()  # the checkpoint and the samples from the CPU, whichever device trained
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{name}.pt"
-    tl.save_checkpoint(checkpoint, model, history=history, dtype=torch.float16)
-    tokenizer.save(out / f"{name}_tokenizer.json")
-    restored, _ = tl.load_checkpoint(checkpoint)
-    check = language_model_loss(restored, val, SETTINGS["eval_batches"], SETTINGS["batch_size"])
+    stored = None
+    if not args.no_checkpoint:
+        tl.save_checkpoint(checkpoint, model, history=history, dtype=torch.float16)
+        tokenizer.save(out / f"{name}_tokenizer.json")
+        restored, _ = tl.load_checkpoint(checkpoint)
+        check = language_model_loss(restored, val, SETTINGS["eval_batches"], SETTINGS["batch_size"])
+        stored = {
+            "file": checkpoint.name, "dtype": "float16", "bytes": checkpoint.stat().st_size,
+            "tokenizer": f"{name}_tokenizer.json",
+            "validation loss, 20 random batches of 12, float16 weights": round(check, 6),
+            "validation loss, 20 random batches of 12, float32 weights": round(history.eval_loss[-1], 6),
+        }  # fmt: skip
     # nanoGPT's 1.88 is per character: a BPE run is held to it per character
     val_loss = final["validation loss, 200 random batches of 12"] * tokens_per_char
     curve = [
@@ -218,10 +260,11 @@ def main() -> None:
         if args.tokenizer == "char" else f"the same GPT on byte-level BPE tokens ({tokenizer.vocab_size})",
         "command": f"python scripts/train_shakespeare.py --steps {args.steps} --threads {args.threads} "
         f"--seed {args.seed} --tokenizer {args.tokenizer}"
-        + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "") + f" --name {name}"
-        + (f" --device {args.device}" if args.device.type != "cpu" else ""),
+        + (f" --vocab-size {args.vocab_size}" if args.vocab_size else "") + f" --init {args.init} --name {name}"
+        + (f" --device {args.device}" if args.device.type != "cpu" else "")
+        + (" --no-checkpoint" if args.no_checkpoint else ""),
         "settings": {**SETTINGS, "betas": list(SETTINGS["betas"]), "steps": args.steps, "decay_steps": args.steps,
-                     "tokenizer": args.tokenizer, "vocab_size": tokenizer.vocab_size,
+                     "tokenizer": args.tokenizer, "vocab_size": tokenizer.vocab_size, "init": args.init,
                      "parameters": tl.count_parameters(model), "eval seed": EVAL_SEED},
         "seed": args.seed,
         "versions": {"transformer_lib": importlib.metadata.version("transformer-lib"), "torch": torch.__version__,
@@ -239,10 +282,7 @@ def main() -> None:
         "final": {k: round(v, 4) for k, v in final.items()},
         "tokens per character (validation text)": round(tokens_per_char, 4),
         "final per character": {k: round(v * tokens_per_char, 4) for k, v in final.items() if "validation" in k},
-        "checkpoint": {"file": checkpoint.name, "dtype": "float16", "bytes": checkpoint.stat().st_size,
-                       "tokenizer": f"{name}_tokenizer.json",
-                       "validation loss, 20 random batches of 12, float16 weights": round(check, 6),
-                       "validation loss, 20 random batches of 12, float32 weights": round(history.eval_loss[-1], 6)},
+        "checkpoint": stored,
         "nanoGPT reference": NANOGPT,
         "goal": {"validation loss per character at most": GOAL_LOSS, "training seconds at most": GOAL_SECONDS,
                  "loss met": bool(val_loss <= GOAL_LOSS), "time met": bool(history.train_seconds <= GOAL_SECONDS)},
@@ -251,7 +291,10 @@ def main() -> None:
     }  # fmt: skip
     (out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({k: result[k] for k in ("final", "seconds", "goal")}, indent=1))
-    print(f"wrote {out / name}.json and {checkpoint.name} ({checkpoint.stat().st_size / 1e6:.1f} MB)")
+    if stored is None:
+        print(f"wrote {out / name}.json (no checkpoint)")
+    else:
+        print(f"wrote {out / name}.json and {checkpoint.name} ({checkpoint.stat().st_size / 1e6:.1f} MB)")
     if not math.isfinite(val_loss):
         raise SystemExit("the validation loss is not finite")
 

@@ -4,6 +4,8 @@ of the recorded run against its curve, and the checkpoint a chapter loads."""
 import hashlib
 import importlib.util
 import json
+import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,36 @@ def test_a_short_rerun_follows_the_recorded_curve(one_thread, splits):
         assert val_loss == pytest.approx(recorded[step]["val loss"], abs=0.02), step
         assert train_loss == pytest.approx(recorded[step]["train loss"], abs=0.02), step
     assert history.eval_loss[1] < history.eval_loss[0] - 1.0  # it learns: from ~4.8 to ~2.7 nats
+
+
+@pytest.mark.slow
+def test_the_script_records_the_initialisation_it_used(tmp_path, monkeypatch, one_thread):
+    # the shortest run the schedule allows: the cosine must end after the 100 warm-up steps
+    argv = ["train_shakespeare.py", "--steps", "101", "--init", "gpt2", "--no-checkpoint", "--no-progress",
+            "--name", "short", "--out", str(tmp_path)]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    shakespeare.main()
+    record = json.loads((tmp_path / "short.json").read_text())
+    assert record["settings"]["init"] == "gpt2" and "--init gpt2" in record["command"]
+    assert record["settings"]["steps"] == 101 and record["seed"] == 0
+    assert record["checkpoint"] is None and [p.name for p in tmp_path.iterdir()] == ["short.json"]
+    # nanoGPT's draw starts near log 65 + 128 * 0.02**2 / 2 = 4.20 (the library's Xavier draw: 4.81)
+    assert record["curve"][0]["val loss"] == pytest.approx(math.log(65) + 128 * 0.02**2 / 2, abs=0.03)
+
+
+def test_both_initialisations_train_on_the_same_batches(splits, one_thread):
+    """The chapter pairs the two initialisations seed by seed: the seed draws the windows with its own
+    generator, so the initial weights change nothing in the batches."""
+    train, val = splits
+    seen, first = {}, {}
+    for init in ("xavier", "gpt2"):
+        model = shakespeare.build(65, seed=1, init=init)
+        first[init] = model.decoder.layers[0].self_attn.W_q.weight.detach().clone()
+        inputs = seen[init] = []
+        model.register_forward_pre_hook(lambda m, args, inputs=inputs: inputs.append(args[0]) if m.training else None)
+        shakespeare.run_training(model, train, val, 3, seed=1, decay_steps=2000, progress=False)
+    assert len(seen["xavier"]) == 3 and all(torch.equal(a, b) for a, b in zip(seen["xavier"], seen["gpt2"]))
+    assert first["xavier"].std() > 3 * first["gpt2"].std()  # different weights, the same windows
 
 
 def test_the_checkpoint_gives_the_recorded_validation_loss(splits):
