@@ -20,7 +20,7 @@ from numpy import asarray as _asarray
 from .compare import LINEAR_HINT, MATMUL_HINT, expect_array, fmt
 from .inputs import ToyLanguageModel
 from .recording import Unconvertible, call
-from .reference import tl
+from .reference import library_decode, tl
 from .set03_multi_head import multi_head_reference
 
 
@@ -181,37 +181,10 @@ def check_encoder_layer(encoder_layer: Any, x: Any, params: dict, num_heads: int
     )
 
 
-class _OneSourceModel:
-    """A :class:`ToyLanguageModel` seen through the two methods ``tl.greedy_decode`` calls.
-
-    ``encode`` ignores the source; ``decode(tgt, ...)`` gives the log-probabilities of the token
-    after each row of ``tgt`` at the last position (the only one greedy decoding reads).
-    """
-
-    def __init__(self, model: ToyLanguageModel):
-        self.model = model
-
-    def encode(self, src: Any, src_mask: Any) -> Any:
-        import torch
-
-        return torch.zeros(src.shape[0], src.shape[1], 1)
-
-    def decode(self, tgt: Any, memory: Any, src_mask: Any, tgt_mask: Any) -> Any:
-        import torch
-
-        logits = torch.from_numpy(np.stack([self.model(row) for row in tgt.tolist()]))  # (batch, vocab)
-        out = torch.zeros(tgt.shape[0], tgt.shape[1], logits.shape[-1], dtype=logits.dtype)
-        out[:, -1] = torch.log_softmax(logits, dim=-1)
-        return out  # (batch, tgt_len, vocab)
-
-
 def _library_greedy(model: ToyLanguageModel, max_len: int, bos_id: int, eos_id: int) -> np.ndarray:
-    """``tl.greedy_decode`` on the toy model: the ids produced, without ``bos_id``."""
-    import torch
-
-    src = torch.zeros((1, 1), dtype=torch.long)  # one sequence; the toy model has no source
-    ids = tl.greedy_decode(_OneSourceModel(model), src, max_len, bos_id=bos_id, eos_id=eos_id, pad_id=0)
-    return ids[0].numpy()  # a single row is never padded: decoding stops at its <eos>
+    """``tl.greedy_decode`` on the toy model (its logits): the ids produced, without ``bos_id``."""
+    return np.asarray(library_decode(tl.greedy_decode, model, max_len, logits=True, bos_id=bos_id, eos_id=eos_id,
+                                     pad_id=0))
 
 
 def check_greedy_decode(greedy_decode: Any, model: ToyLanguageModel, max_len: int, bos_id: int,

@@ -19,7 +19,7 @@ import numpy as np
 from .compare import expect_array, fmt
 from .inputs import ToyLanguageModel
 from .recording import Unconvertible, call
-from .reference import tl
+from .reference import library_decode, tl
 
 # --------------------------------------------------------------------------------------------
 # Next-token scorers
@@ -69,34 +69,10 @@ class ToyScorer:
         return logits - m - math.log(np.exp(logits - m).sum())
 
 
-class _ScorerModel:
-    """A next-token scorer seen through the two methods ``tl.beam_search`` calls (no source)."""
-
-    def __init__(self, scorer: Any):
-        self.scorer = scorer
-
-    def encode(self, src: Any, src_mask: Any) -> Any:
-        import torch
-
-        return torch.zeros(src.shape[0], src.shape[1], 1)
-
-    def decode(self, tgt: Any, memory: Any, src_mask: Any, tgt_mask: Any) -> Any:
-        import torch
-
-        rows = torch.from_numpy(np.stack([self.scorer(row) for row in tgt.tolist()]))  # (hypotheses, vocab)
-        out = torch.zeros(tgt.shape[0], tgt.shape[1], rows.shape[-1], dtype=rows.dtype)
-        out[:, -1] = rows
-        return out  # (hypotheses, tgt_len, vocab)
-
-
 def _library_beam(scorer: Any, max_len: int, beam_size: int, alpha: float, bos_id: int, eos_id: int) -> list:
-    import torch
-
     pad_id = next(i for i in range(scorer.vocab_size + 1) if i not in (bos_id, eos_id))
-    src = torch.zeros((1, 1), dtype=torch.long)
-    out = tl.beam_search(_ScorerModel(scorer), src, max_len, beam_size, alpha=alpha, bos_id=bos_id, eos_id=eos_id,
-                         pad_id=pad_id, use_cache=False)
-    return out[0].tolist()  # one sentence: never padded
+    return library_decode(tl.beam_search, scorer, max_len, beam_size, alpha=alpha, bos_id=bos_id, eos_id=eos_id,
+                          pad_id=pad_id, use_cache=False)
 
 
 def beam_variant(scorer: Any, max_len: int, beam_size: int, alpha: float, bos_id: int, eos_id: int, *,
