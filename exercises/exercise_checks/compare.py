@@ -4,7 +4,8 @@
 an inf and where it comes from, the entry that differs most, and, when the answer equals what a
 known mistake computes (``mistakes``: explanation -> function computing that mistake), the name
 of that mistake. :func:`expect_tuple` and :func:`expect_order` check pairs such as
-``(output, weights)``; :func:`sum_hint` says along which axis a softmax's values sum to 1.
+``(output, weights)``, :func:`expect_ids` a list of token ids; :func:`sum_hint` says along which
+axis a softmax's values sum to 1.
 
 numpy functions used for comparisons are bound when the module is imported, before any student
 code runs in the grading kernel, so rebinding ``numpy`` attributes later does not change them.
@@ -22,6 +23,7 @@ from numpy import asarray as _asarray
 from numpy import isfinite as _isfinite
 from numpy import isnan as _isnan
 from numpy import ndarray as _ndarray
+from numpy import round as _round
 from numpy import unravel_index as _unravel_index
 
 from .recording import Unconvertible
@@ -151,6 +153,18 @@ def expect_array(
     if not note and fallback_hint:
         note = f"\nHint: {fallback_hint}"
     raise AssertionError(_first_difference(got, want, what, does) + note)
+
+
+def expect_ids(got: Any, what: str) -> list[int]:
+    """The answer as a flat list of integer token ids (floats that are whole numbers accepted);
+    an AssertionError saying what came instead."""
+    if isinstance(got, (Unconvertible, tuple)):
+        raise AssertionError(f"{what} should return a list of integer token ids, but it returned {got!r}")
+    ids = _asarray(got)
+    integral = ids.dtype.kind in "iu" or (ids.dtype.kind == "f" and bool((ids == _round(ids)).all()))
+    if ids.ndim != 1 or not integral:
+        raise AssertionError(f"{what} should return a flat list of integer token ids, got {fmt(ids)}")
+    return [int(i) for i in ids]
 
 
 def expect_tuple(got: Any, n: int, what: str, names: str) -> tuple:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import fmt
+from .compare import expect_ids
 from .recording import Replay, Unconvertible, call
 from .reference import tl
 
@@ -120,15 +120,10 @@ def _expect_dict(got: Any, what: str, shape: str) -> np.ndarray:
 def _expect_ids(got: Any, what: str) -> list[int]:
     """A flat list of integer ids; AssertionError naming what came instead."""
     kind, payload = _untag(got)
-    if kind is not None or isinstance(got, (Unconvertible, tuple)):
-        found = {"str": "a str", "bytes": "bytes", "dict": "a dict"}.get(kind, repr(got) if kind is None else "")
-        found = found or _as_text(payload)
+    if kind is not None:
+        found = {"str": "a str", "bytes": "bytes", "dict": "a dict"}.get(kind) or _as_text(payload)
         raise AssertionError(f"{what} should return a list of integer token ids, but it returned {found}")
-    got = np.asarray(got)
-    integral = got.dtype.kind in "iu" or (got.dtype.kind == "f" and bool((got == np.round(got)).all()))
-    if got.ndim != 1 or not integral:
-        raise AssertionError(f"{what} should return a flat list of integer token ids, got {fmt(got)}")
-    return [int(i) for i in got]
+    return expect_ids(got, what)
 
 
 def _expect_text(got: Any, what: str) -> str:
@@ -475,25 +470,6 @@ def _decode_mistakes(ids: list[int], vocab: dict[int, bytes]) -> dict[str, Calla
     }
 
 
-def check_decode(decode: Any, ids: list[int], merges: dict) -> None:
-    """Check ``decode(ids, merges)``: what ``tl.BPETokenizer`` with these merges decodes."""
-    ids = [int(i) for i in ids]
-    merges = {(int(a), int(b)): int(v) for (a, b), v in merges.items()}
-    what = f"decode({ids if len(ids) <= 12 else 'ids'}, merges)"
-    try:
-        got = call("decode", _readable(decode), ids, merges)
-    except AssertionError as e:
-        raise AssertionError(str(e) + _decode_error_hint(str(e))) from None
-    got = _expect_text(got, what)
-    want = _library_tokenizer(merges).decode(ids)
-    if got == want:
-        return
-    for explanation, candidate in _decode_mistakes(ids, _vocab(merges)).items():
-        if got == candidate() != want:
-            raise AssertionError(f"{what} returned {got!r}, expected {want!r}\nHint: {explanation}")
-    raise AssertionError(f"{what} returned {got!r}, expected {want!r}")
-
-
 def _decode_error_hint(message: str) -> str:
     if "UnicodeDecodeError" in message:
         return ("\nHint: a token (or a single byte) was decoded on its own; a token can hold part of a character, "
@@ -503,6 +479,31 @@ def _decode_error_hint(message: str) -> str:
         return ("\nHint: ids from 256 up are merged tokens, not bytes: build each token's bytes from merges "
                 "(vocab[new_id] = vocab[a] + vocab[b], in the order learned) and join those")
     return ""
+
+
+def _decoded_text(name: str, answer: Any, what: str, *args: Any) -> str:
+    """Call an answer that decodes (``decode``, or encode then decode) and return its str; an error it
+    raises gets the hint for the classic decoding errors, what it returns must be a str."""
+    try:
+        got = call(name, _readable(answer), *args)
+    except AssertionError as e:
+        raise AssertionError(str(e) + _decode_error_hint(str(e))) from None
+    return _expect_text(got, what)
+
+
+def check_decode(decode: Any, ids: list[int], merges: dict) -> None:
+    """Check ``decode(ids, merges)``: what ``tl.BPETokenizer`` with these merges decodes."""
+    ids = [int(i) for i in ids]
+    merges = {(int(a), int(b)): int(v) for (a, b), v in merges.items()}
+    what = f"decode({ids if len(ids) <= 12 else 'ids'}, merges)"
+    got = _decoded_text("decode", decode, what, ids, merges)
+    want = _library_tokenizer(merges).decode(ids)
+    if got == want:
+        return
+    for explanation, candidate in _decode_mistakes(ids, _vocab(merges)).items():
+        if got == candidate() != want:
+            raise AssertionError(f"{what} returned {got!r}, expected {want!r}\nHint: {explanation}")
+    raise AssertionError(f"{what} returned {got!r}, expected {want!r}")
 
 
 def check_round_trip(encode: Any, decode: Any, text: str, merges: dict) -> None:
@@ -521,11 +522,7 @@ def check_round_trip(encode: Any, decode: Any, text: str, merges: dict) -> None:
 
     shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
     what = f"decode(encode({shown}, merges), merges)"
-    try:
-        got = call("round_trip", _readable(both), text, merges)
-    except AssertionError as e:
-        raise AssertionError(str(e) + _decode_error_hint(str(e))) from None
-    got = _expect_text(got, what)
+    got = _decoded_text("round_trip", both, what, text, merges)
     if got == text:
         return
     tok = _library_tokenizer(merges)

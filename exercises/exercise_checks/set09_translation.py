@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .compare import expect_array, fmt
+from .compare import expect_array, expect_ids
 from .inputs import ToyLanguageModel
-from .recording import Unconvertible, call
+from .recording import call
 from .reference import library_decode, tl
 
 # --------------------------------------------------------------------------------------------
@@ -122,13 +122,7 @@ def check_beam_search(beam_search: Any, scorer: Any, max_len: int, beam_size: in
     got = call("beam_search", beam_search, scorer, max_len, beam_size, alpha, bos_id=bos_id, eos_id=eos_id)
     want = _library_beam(fresh, max_len, beam_size, alpha, bos_id, eos_id)
     what = f"beam_search(scorer, max_len={max_len}, beam_size={beam_size}, alpha={alpha})"
-    if isinstance(got, (Unconvertible, tuple)):
-        raise AssertionError(f"{what} should return a list of token ids, got {got!r}")
-    got = np.asarray(got)
-    integral = got.dtype.kind in "iu" or (got.dtype.kind == "f" and bool((got == np.round(got)).all()))
-    if got.ndim != 1 or not integral:
-        raise AssertionError(f"{what} should return a flat list of integer token ids, got {fmt(got)}")
-    got = got.astype(np.int64).tolist()
+    got = expect_ids(got, what)
     if got == want:
         return
     message = f"{what} returned {got}, expected {want} (what tl.beam_search returns)"
