@@ -231,36 +231,6 @@ class AddNorm(nn.Module):
         return f"norm_first={self.norm_first}" + ("" if self.residual else ", residual=False")
 
 
-def _self_attention_and_add_norm(
-    d_model: int,
-    num_heads: int,
-    dropout: float,
-    norm_first: bool,
-    layer_norm_eps: float,
-    *,
-    attention_scale: bool,
-    rotary: bool,
-    residual: bool,
-    layer_norm: bool,
-    num_kv_heads: int | None,
-    rotary_layout: str,
-    rotary_base: float,
-    bias: bool,
-    norm_type: str,
-) -> tuple[MultiHeadAttention, Callable[[], AddNorm]]:
-    """What :class:`EncoderLayer` and :class:`DecoderLayer` build alike, from the options they share.
-
-    Returns the layer's self-attention and a function that makes one of its Add & Norms (each
-    call a new :class:`AddNorm`, with ``residual``, ``layer_norm`` and ``norm_type``).
-    """
-    self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale, rotary=rotary,
-                                   num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
-                                   rotary_base=rotary_base)  # fmt: skip
-    add_norm = functools.partial(AddNorm, d_model, dropout, norm_first, layer_norm_eps, residual=residual,
-                                 layer_norm=layer_norm, norm_type=norm_type)  # fmt: skip
-    return self_attn, add_norm
-
-
 class EncoderLayer(nn.Module):
     """One encoder layer: self-attention, then the feed-forward network, each with Add & Norm.
 
@@ -308,14 +278,13 @@ class EncoderLayer(nn.Module):
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn, add_norm = _self_attention_and_add_norm(
-            d_model, num_heads, dropout, norm_first, layer_norm_eps, attention_scale=attention_scale, rotary=rotary,
-            residual=residual, layer_norm=layer_norm, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
-            rotary_base=rotary_base, bias=bias, norm_type=norm_type,
-        )
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
+                                            rotary=rotary, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
+                                            rotary_base=rotary_base)  # fmt: skip
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation, kind=ffn_type, bias=bias)
-        self.add_norm1 = add_norm()
-        self.add_norm2 = add_norm()
+        sublayer = dict(residual=residual, layer_norm=layer_norm, norm_type=norm_type)
+        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
+        self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
     @property
     def norm_first(self) -> bool:
@@ -397,21 +366,20 @@ class DecoderLayer(nn.Module):
     ):
         super().__init__()
         self.d_model = _checks.positive_int(d_model, "d_model")
-        self.self_attn, add_norm = _self_attention_and_add_norm(
-            d_model, num_heads, dropout, norm_first, layer_norm_eps, attention_scale=attention_scale, rotary=rotary,
-            residual=residual, layer_norm=layer_norm, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
-            rotary_base=rotary_base, bias=bias, norm_type=norm_type,
-        )
-        self.add_norm1 = add_norm()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
+                                            rotary=rotary, num_kv_heads=num_kv_heads, rotary_layout=rotary_layout,
+                                            rotary_base=rotary_base)  # fmt: skip
+        sublayer = dict(residual=residual, layer_norm=layer_norm, norm_type=norm_type)
+        self.add_norm1 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         if _checks.flag(cross_attention, "cross_attention"):
             self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, bias, attention_scale=attention_scale,
                                                  num_kv_heads=num_kv_heads)  # fmt: skip
-            self.add_norm2 = add_norm()
+            self.add_norm2 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
         else:
             self.cross_attn = None
             self.add_norm2 = None
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation, kind=ffn_type, bias=bias)
-        self.add_norm3 = add_norm()
+        self.add_norm3 = AddNorm(d_model, dropout, norm_first, layer_norm_eps, **sublayer)
 
     @property
     def norm_first(self) -> bool:
