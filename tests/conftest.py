@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def chapter(request):
     """The module's chapter (``CHAPTER = "05_masking"``), executed top to bottom in a kernel.
 
+    A module may name cells its widgets do not need, ``CELLS_NOT_NEEDED = {cell id: why}``
+    (a live training run whose results no widget reads): they are left out, and every other
+    cell runs in order. nbval still runs the whole chapter.
+
     Tests reach the chapter's own names through testbook: ``chapter.inject(code)`` runs
     code in the kernel (an ``AssertionError`` there fails the test) and
     ``chapter.value(expression)`` brings a JSON value back; ``_best_seconds(call)`` in the
@@ -42,7 +46,16 @@ def chapter(request):
     from testbook import testbook
 
     path = ROOT / "chapters" / f"{request.module.CHAPTER}.ipynb"
-    with testbook(path, execute=True, timeout=600) as tb:
+    execute = True
+    skipped = getattr(request.module, "CELLS_NOT_NEEDED", {})
+    if skipped:  # cell id -> why the widgets do not need it (a live training run the chapter shows)
+        import nbformat
+
+        cells = nbformat.read(path, as_version=4).cells
+        missing = set(skipped) - {c.get("id") for c in cells}
+        assert not missing, f"{path.name} has no cells with ids {sorted(missing)}: update CELLS_NOT_NEEDED"
+        execute = [i for i, c in enumerate(cells) if c.get("id") not in skipped]
+    with testbook(path, execute=execute, timeout=600) as tb:
         tb.inject("import torch; torch.set_num_threads(1)")
         tb.inject(BEST_SECONDS)
         yield tb
