@@ -65,3 +65,43 @@ def test_the_readme_gives_every_module_its_row():
     readme = (PACKAGE.parent / "README.md").read_text()
     missing = [name for name in MODULES if f"| `transformer_lib/{name}.py` |" not in readme]
     assert not missing, f"README.md's layout table has no row for {missing}"
+
+
+def front_door(source: str) -> tuple[dict[str, list[str]], list[str]]:
+    """``__init__``'s imports, name -> [modules it comes from], and its ``__all__`` as listed."""
+    tree = ast.parse(source)
+    imported: dict[str, list[str]] = {}
+    listed: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name, []).append(node.module)
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name) and target.id == "__all__":
+                listed += [element.value for element in node.value.elts]
+    return imported, listed
+
+
+def home_of(obj) -> str:
+    """The module that defines a class or function (a constant has none)."""
+    return getattr(obj, "__module__", "").removeprefix("transformer_lib.")
+
+
+def test_the_front_door_lists_each_public_name_once_from_its_home():
+    source = (PACKAGE / "__init__.py").read_text()
+    imported, listed = front_door(source)
+    assert "noqa: E402" not in source and "__all__ +=" not in source  # one block, one list
+    assert sorted(listed) == sorted(set(listed)) == sorted(imported), "each name listed once, as imported"
+    twice = {name: modules for name, modules in imported.items() if len(modules) > 1}
+    assert not twice, twice
+    # each name is imported from the module that defines it, not through another module's re-export
+    elsewhere = {name: (modules[0], home_of(getattr(tl, name))) for name, modules in imported.items()
+                 if home_of(getattr(tl, name)) and modules[0] != home_of(getattr(tl, name))}  # fmt: skip
+    assert not elsewhere, elsewhere
+
+
+def test_the_front_door_check_catches_a_second_path():
+    imported, listed = front_door('from .bleu import corpus_bleu\nfrom .translation import corpus_bleu\n'
+                                  '__all__ = ["corpus_bleu"]\n__all__ += ["corpus_bleu"]')  # fmt: skip
+    assert imported == {"corpus_bleu": ["bleu", "translation"]} and listed == ["corpus_bleu", "corpus_bleu"]

@@ -22,143 +22,143 @@ it is. Models return log-probabilities (log-softmax), never logits.
 attention weights, ``(layers, batch, heads, q_len, k_len)``; ordinary forward passes keep none.
 """
 
-from .checkpoints import load_checkpoint, save_checkpoint
-from .config import TransformerConfig
-from .data import Batch, BucketBatchSampler, Vocab, make_batch
-from .decoding import beam_search, generate, greedy_decode, length_penalty
-from .embeddings import Embeddings
-from .interop import from_torch, to_torch
-from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward
-from .lm import DecoderOnlyModel, EncoderOnlyModel
-from .model import build_model, count_parameters
+# One import per public name, grouped in the order of the README's table of modules.
+
+# attention in numpy
 from .numpy_attention import (
-    AdditiveAttention,
     additive_attention,
+    AdditiveAttention,
     attention,
     cosine_attention,
     cosine_similarity,
     softmax,
 )
-from .optim import LabelSmoothingLoss, cosine_lr, make_adamw, make_optimizer, smoothed_targets, warmup_lr
+# attention, masks and the key-value cache in PyTorch
+from .torch_attention import (
+    causal_mask,
+    KVCache,
+    MultiHeadAttention,
+    padding_mask,
+    repeat_kv,
+    scaled_dot_product_attention,
+)
+# positions
 from .positional import (
-    LearnedPositionalEmbedding,
-    PositionalEncoding,
     apply_rotary,
     frequencies,
+    LearnedPositionalEmbedding,
     offset_matrix,
+    PositionalEncoding,
+    rotary_permutation,
     rotation_matrix,
     sinusoidal_encoding,
 )
-from .pretrained import load_pretrained_encoder, sentence_embeddings
-from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
+# the layers
+from .layers import AddNorm, DecoderLayer, EncoderLayer, FeedForward, RMSNorm
+# token embeddings
+from .embeddings import Embeddings
+# the configuration
+from .config import glu_hidden_size, TransformerConfig
+# the stacks
 from .stacks import Decoder, Encoder
-from .tasks import Seq2SeqDataset, make_splits, make_task, number_to_words
-from .text import TextBatch, TextDataset, split_text
+# the encoder-decoder model
+from .transformer import Generator, init_weights, Transformer
+# the encoder-only and decoder-only models
+from .lm import DecoderOnlyModel, EncoderOnlyModel
+# one factory, one count
+from .model import build_model, count_parameters
+# to and from PyTorch's own modules
+from .interop import from_torch, to_torch
+# decoding
+from .decoding import beam_search, generate, greedy_decode, length_penalty
+# choosing the next token
+from .sampling import sample_next, sampling_distribution
+# Hugging Face's GPT-2 (the hf extra)
+from .gpt2 import from_gpt2, to_gpt2
+# Hugging Face's Llama (the hf extra)
+from .llama import from_llama, to_llama
+# attention block by block
+from .tiled import online_softmax, peak_memory, tiled_attention
+# the recurrent model
+from .rnn import BahdanauAttention, BahdanauSeq2Seq, BiRNNEncoder
+# a pretrained encoder (the hf extra)
+from .pretrained import load_pretrained_encoder, sentence_embeddings
+# batches
+from .data import Batch, BucketBatchSampler, make_batch, Vocab
+# the toy tasks
+from .tasks import make_splits, make_task, number_to_words, Seq2SeqDataset
+# text for a language model
+from .text import split_text, TextBatch, TextDataset
+# tokenisers
 from .tokenizer import BPETokenizer, CharTokenizer
-from .torch_attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
-from .training import History, exact_match, language_model_loss, train
-from .transformer import Generator, Transformer, init_weights
+# the Tatoeba pairs and BLEU
+from .tatoeba import load_pairs, make_translation_data, TranslationData
+from .bleu import corpus_bleu, sentence_bleu
+# English to French
+from .translation import load_translation_model, save_translation_model, train_with_bleu, translate
+# losses and schedules
+from .optim import cosine_lr, LabelSmoothingLoss, make_adamw, make_optimizer, smoothed_targets, warmup_lr
+# training
+from .training import exact_match, History, language_model_loss, train
+# checkpoints
+from .checkpoints import load_checkpoint, save_checkpoint
 
 __all__ = [
-    "Batch",
-    "History",
-    "LabelSmoothingLoss",
-    "Seq2SeqDataset",
-    "Vocab",
-    "beam_search",
-    "exact_match",
-    "generate",
-    "greedy_decode",
-    "length_penalty",
-    "load_pretrained_encoder",
-    "load_checkpoint",
-    "make_batch",
-    "make_optimizer",
-    "make_splits",
-    "make_task",
-    "number_to_words",
-    "save_checkpoint",
-    "sentence_embeddings",
-    "smoothed_targets",
-    "train",
-    "warmup_lr",
-    "BucketBatchSampler",
-    "TextBatch",
-    "TextDataset",
-    "cosine_lr",
-    "language_model_loss",
-    "make_adamw",
-    "split_text",
-    "AddNorm",
-    "Decoder",
-    "DecoderLayer",
-    "DecoderOnlyModel",
-    "Embeddings",
-    "Encoder",
-    "EncoderLayer",
-    "EncoderOnlyModel",
-    "FeedForward",
-    "Generator",
-    "Transformer",
-    "TransformerConfig",
-    "build_model",
-    "count_parameters",
-    "init_weights",
-    "AdditiveAttention",
-    "BahdanauAttention",
-    "BahdanauSeq2Seq",
-    "BiRNNEncoder",
-    "BPETokenizer",
-    "CharTokenizer",
-    "LearnedPositionalEmbedding",
-    "MultiHeadAttention",
-    "PositionalEncoding",
-    "additive_attention",
-    "apply_rotary",
-    "attention",
-    "causal_mask",
-    "cosine_attention",
-    "cosine_similarity",
-    "frequencies",
-    "from_torch",
-    "offset_matrix",
-    "padding_mask",
-    "rotation_matrix",
-    "scaled_dot_product_attention",
-    "sinusoidal_encoding",
+    # numpy_attention
+    "additive_attention", "AdditiveAttention", "attention", "cosine_attention", "cosine_similarity",
     "softmax",
-    "to_torch",
-]
-
-# Choosing the next token, and GPT-2 (Hugging Face's GPT2LMHeadModel) in our parts (chapters 16 and 14).
-from .gpt2 import from_gpt2, to_gpt2  # noqa: E402
-from .sampling import sample_next, sampling_distribution  # noqa: E402
-
-__all__ += ["from_gpt2", "sample_next", "sampling_distribution", "to_gpt2"]
-
-# English -> French on real sentences: the Tatoeba pairs, the split by sentence, BLEU (chapter 12).
-from .translation import (  # noqa: E402
-    TranslationData,
-    corpus_bleu,
-    load_pairs,
-    load_translation_model,
-    make_translation_data,
-    save_translation_model,
-    sentence_bleu,
-    train_with_bleu,
-    translate,
-)
-
-__all__ += ["TranslationData", "corpus_bleu", "load_pairs", "load_translation_model", "make_translation_data",
-            "save_translation_model", "sentence_bleu", "train_with_bleu", "translate"]  # fmt: skip
-
-# Today's decoders (chapter 19): RMSNorm, SwiGLU, rotary layouts, grouped-query attention, tiled attention, Llama.
-from .config import glu_hidden_size  # noqa: E402
-from .layers import RMSNorm  # noqa: E402
-from .llama import from_llama, to_llama  # noqa: E402
-from .positional import rotary_permutation  # noqa: E402
-from .tiled import online_softmax, peak_memory, tiled_attention  # noqa: E402
-from .torch_attention import KVCache, repeat_kv  # noqa: E402
-
-__all__ += ["KVCache", "RMSNorm", "from_llama", "glu_hidden_size", "online_softmax", "peak_memory", "repeat_kv",
-            "rotary_permutation", "tiled_attention", "to_llama"]  # fmt: skip
+    # torch_attention
+    "causal_mask", "KVCache", "MultiHeadAttention", "padding_mask", "repeat_kv",
+    "scaled_dot_product_attention",
+    # positional
+    "apply_rotary", "frequencies", "LearnedPositionalEmbedding", "offset_matrix", "PositionalEncoding",
+    "rotary_permutation", "rotation_matrix", "sinusoidal_encoding",
+    # layers
+    "AddNorm", "DecoderLayer", "EncoderLayer", "FeedForward", "RMSNorm",
+    # embeddings
+    "Embeddings",
+    # config
+    "glu_hidden_size", "TransformerConfig",
+    # stacks
+    "Decoder", "Encoder",
+    # transformer
+    "Generator", "init_weights", "Transformer",
+    # lm
+    "DecoderOnlyModel", "EncoderOnlyModel",
+    # model
+    "build_model", "count_parameters",
+    # interop
+    "from_torch", "to_torch",
+    # decoding
+    "beam_search", "generate", "greedy_decode", "length_penalty",
+    # sampling
+    "sample_next", "sampling_distribution",
+    # gpt2
+    "from_gpt2", "to_gpt2",
+    # llama
+    "from_llama", "to_llama",
+    # tiled
+    "online_softmax", "peak_memory", "tiled_attention",
+    # rnn
+    "BahdanauAttention", "BahdanauSeq2Seq", "BiRNNEncoder",
+    # pretrained
+    "load_pretrained_encoder", "sentence_embeddings",
+    # data
+    "Batch", "BucketBatchSampler", "make_batch", "Vocab",
+    # tasks
+    "make_splits", "make_task", "number_to_words", "Seq2SeqDataset",
+    # text
+    "split_text", "TextBatch", "TextDataset",
+    # tokenizer
+    "BPETokenizer", "CharTokenizer",
+    # tatoeba, bleu
+    "load_pairs", "make_translation_data", "TranslationData", "corpus_bleu", "sentence_bleu",
+    # translation
+    "load_translation_model", "save_translation_model", "train_with_bleu", "translate",
+    # optim
+    "cosine_lr", "LabelSmoothingLoss", "make_adamw", "make_optimizer", "smoothed_targets", "warmup_lr",
+    # training
+    "exact_match", "History", "language_model_loss", "train",
+    # checkpoints
+    "load_checkpoint", "save_checkpoint",
+]  # fmt: skip
