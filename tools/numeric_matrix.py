@@ -14,7 +14,12 @@ since the chapters and tests set one thread themselves) are not in the default m
 
 Usage:
     python tools/numeric_matrix.py [--configs aten-default,mkl-compatible] -- PYTEST_ARGS...
+    python tools/numeric_matrix.py --jobs 2 --select A --select B [--configs ...] -- PYTEST_OPTIONS...
     python tools/numeric_matrix.py --verify
+
+With ``--select``, each selection (a notebook or a test id) runs under each configuration as its
+own pytest process, ``--jobs`` of them at a time, so the runs of different configurations share
+the cores instead of each configuration waiting for its slowest test. List the slowest first.
 
 The exit status is 1 when any test failed under any configuration.
 """
@@ -22,12 +27,14 @@ The exit status is 1 when any test failed under any configuration.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # name -> environment variables. "default" sets nothing: the machine's own fastest path.
@@ -78,38 +85,75 @@ def verify(names: list[str]) -> int:
     return 0
 
 
-def run(names: list[str], pytest_args: list[str]) -> int:
+def _outcomes(report: Path) -> dict[str, str]:
+    """test id -> pass / FAIL / ERROR / skip, from a pytest JUnit XML report."""
+    out = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        outcome = "pass"
+        for tag, word in (("failure", "FAIL"), ("error", "ERROR"), ("skipped", "skip")):
+            if case.find(tag) is not None:
+                outcome = word
+        out[f"{case.get('classname')}::{case.get('name')}"] = outcome
+    return out
+
+
+def _pytest(name: str, args: list[str], report: Path, capture: bool) -> tuple[float, str]:
+    env = {**os.environ, **CONFIGS[name]}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *args],
+                          env=env, cwd=ROOT, capture_output=capture, text=True)  # fmt: skip
+    return time.perf_counter() - start, (done.stdout + done.stderr) if capture else ""
+
+
+def run(names: list[str], pytest_args: list[str], selections: list[str] | None = None, jobs: int = 1) -> int:
+    """Run the selection under each configuration; print the table; 1 if anything failed."""
     table: dict[str, dict[str, str]] = {}
-    seconds = {}
+    seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            report = Path(tmp) / f"{name}.xml"
-            env = {**os.environ, **CONFIGS[name]}
-            print(f"== {name}: {' '.join(f'{k}={v}' for k, v in CONFIGS[name].items()) or '(nothing set)'}",
-                  flush=True)
+        if selections:  # one pytest process per (selection, configuration), `jobs` at a time
+            runs = list(itertools.product(selections, names))
+            reports = [Path(tmp) / f"{i}.xml" for i in range(len(runs))]
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *pytest_args],
-                           env=env, cwd=ROOT)
-            seconds[name] = time.perf_counter() - start
-            if not report.exists():
-                table.setdefault("(pytest did not run)", {})[name] = "error"
-                continue
-            for case in ET.parse(report).getroot().iter("testcase"):
-                test = f"{case.get('classname')}::{case.get('name')}"
-                outcome = "pass"
-                for tag, word in (("failure", "FAIL"), ("error", "ERROR"), ("skipped", "skip")):
-                    if case.find(tag) is not None:
-                        outcome = word
-                table.setdefault(test, {})[name] = outcome
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_pytest, name, ["-p", "no:xdist", *pytest_args, selection], report, True)
+                           for (selection, name), report in zip(runs, reports)]  # fmt: skip
+                for (selection, name), future in zip(runs, futures):
+                    took, output = future.result()
+                    print(f"== {name} ({' '.join(f'{k}={v}' for k, v in CONFIGS[name].items()) or 'nothing set'}):"
+                          f" {selection}, {took:.0f} s\n{output.strip()}", flush=True)
+                    seconds[name] = seconds.get(name, 0.0) + took
+            wall = time.perf_counter() - start
+            for (selection, name), report in zip(runs, reports):
+                if not report.exists():
+                    table.setdefault(f"{selection} (pytest did not run)", {})[name] = "error"
+                    continue
+                for test, outcome in _outcomes(report).items():
+                    table.setdefault(test, {})[name] = outcome
+        else:
+            for name in names:
+                report = Path(tmp) / f"{name}.xml"
+                print(f"== {name}: {' '.join(f'{k}={v}' for k, v in CONFIGS[name].items()) or '(nothing set)'}",
+                      flush=True)
+                seconds[name], _ = _pytest(name, pytest_args, report, False)
+                if not report.exists():
+                    table.setdefault("(pytest did not run)", {})[name] = "error"
+                    continue
+                for test, outcome in _outcomes(report).items():
+                    table.setdefault(test, {})[name] = outcome
+            wall = sum(seconds.values())
     failed = {t: r for t, r in table.items() if any(v in ("FAIL", "ERROR", "error") for v in r.values())}
+    missing = {t: r for t, r in table.items() if set(r) != set(names)}
     print("\n== test x configuration (only the tests that failed somewhere; "
           f"{len(table) - len(failed)} of {len(table)} passed everywhere)")
     width = max([len(t) for t in failed] + [4])
     print(f"{'test':<{width}} | " + " | ".join(f"{n:<14}" for n in names))
     for test, row in failed.items():
         print(f"{test:<{width}} | " + " | ".join(f"{row.get(n, '-'):<14}" for n in names))
-    print("seconds: " + ", ".join(f"{n} {s:.0f}" for n, s in seconds.items()))
-    return 1 if failed else 0
+    print("seconds of pytest per configuration: " + ", ".join(f"{n} {s:.0f}" for n, s in seconds.items())
+          + f"; wall {wall:.0f}")
+    if missing:
+        print("tests not run under every configuration:", ", ".join(sorted(missing)))
+    return 1 if failed or missing or not table else 0
 
 
 def main(argv: list[str]) -> int:
@@ -120,6 +164,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated names among {', '.join(CONFIGS)} (default: all)")
+    parser.add_argument("--select", action="append", default=[],
+                        help="a notebook or test id to run as its own process under each configuration (repeat)")
+    parser.add_argument("--jobs", type=int, default=1, help="with --select: processes at a time (default 1)")
     parser.add_argument("--verify", action="store_true",
                         help="check that each configuration changes a training step's arithmetic")
     args = parser.parse_args(own)
@@ -129,9 +176,11 @@ def main(argv: list[str]) -> int:
         parser.error(f"--configs: expected names among {', '.join(CONFIGS)}, got {', '.join(unknown)}")
     if args.verify:
         return verify(["default", *[n for n in names if n != "default"]])
-    if not pytest_args:
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected a positive number, got {args.jobs}")
+    if not pytest_args and not args.select:
         parser.error("expected the pytest arguments after '--', e.g. -- chapters/11_full_transformer.ipynb --nbval-lax")
-    return run(names, pytest_args)
+    return run(names, pytest_args, args.select, args.jobs)
 
 
 if __name__ == "__main__":
