@@ -271,8 +271,7 @@ class MultiHeadAttention(nn.Module):
     ``head_i = Attention(query W_q_i, key W_k_i, value W_v_i)``; each head works in
     ``d_k = d_model / num_heads`` dimensions, so all heads together cost about as much as
     one full-width head. The per-head projections are slices of the four
-    ``nn.Linear(d_model, d_model)`` layers ``W_q``, ``W_k``, ``W_v`` and ``W_o``, and every
-    call runs each of them as a module, in self-attention and cross-attention alike.
+    ``nn.Linear(d_model, d_model)`` layers ``W_q``, ``W_k``, ``W_v`` and ``W_o``.
 
     Args:
         d_model: width of the inputs and outputs.
@@ -370,6 +369,17 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, -1, self.d_k).transpose(1, 2)  # (batch, heads, seq, d_k)
 
+    def _project(self, query, key, value):
+        """Apply W_q, W_k, W_v; self-attention does it as one packed matmul."""
+        if query is key and key is value:
+            weight = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
+            bias = None
+            if self.W_q.bias is not None:
+                bias = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+            d_kv = self.W_k.out_features
+            return F.linear(query, weight, bias).split([self.d_model, d_kv, d_kv], dim=-1)
+        return self.W_q(query), self.W_k(key), self.W_v(value)
+
     def forward(
         self,
         query: torch.Tensor,
@@ -405,9 +415,10 @@ class MultiHeadAttention(nn.Module):
         past = cache.position if cache is not None and cache.grows else 0  # positions already seen
 
         # 1) project, then split d_model into h heads of d_k (a filled fixed cache has k and v)
-        q, k, v = self._heads(self.W_q(query)), None, None  # (batch, heads, q_len, d_k)
-        if cache is None or cache.grows or cache.k is None:
-            k, v = self._heads(self.W_k(key)), self._heads(self.W_v(value))  # (batch, kv_heads, k_len, d_k)
+        if cache is not None and not cache.grows and cache.k is not None:
+            q, k, v = self._heads(self.W_q(query)), None, None
+        else:
+            q, k, v = (self._heads(x) for x in self._project(query, key, value))  # (batch, heads, len, d_k)
         if self.rotary:  # turn each query and key by its position: scores then see only offsets
             rotate = dict(base=self.rotary_base, layout=self.rotary_layout)
             q = apply_rotary(q, torch.arange(past, past + q_len, device=q.device), **rotate)  # shape unchanged
