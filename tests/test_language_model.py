@@ -90,6 +90,22 @@ def test_the_recorded_run_reached_nanogpts_loss():
     assert (RESULTS / RESULT["checkpoint"]["file"]).stat().st_size < 5e6
 
 
+@pytest.mark.parametrize("init, seed", [("xavier", 1), ("xavier", 2), ("gpt2", 0), ("gpt2", 1), ("gpt2", 2)])
+def test_each_seed_record_says_what_ran(init, seed):
+    """Chapter 16 pairs these runs with char.json seed by seed: each differs from it in its seed and
+    its initialisation alone, ships no checkpoint, and its command repeats it."""
+    name = f"char_seed{seed}" if init == "xavier" else f"char_gpt2_seed{seed}"
+    record = json.loads((RESULTS / f"{name}.json").read_text())
+    assert record["seed"] == seed and record["settings"]["init"] == init
+    assert record["command"] == (
+        f"python scripts/train_shakespeare.py --steps 2000 --threads 1 --seed {seed} --tokenizer char"
+        f" --init {init} --name {name} --no-checkpoint"
+    )
+    assert {k: v for k, v in record["settings"].items() if k != "init"} == RESULT["settings"]
+    assert record["checkpoint"] is None and not (RESULTS / f"{name}.pt").exists()
+    assert [p["step"] for p in record["curve"]] == list(range(0, 2001, 100))
+
+
 @pytest.mark.slow
 def test_a_short_rerun_follows_the_recorded_curve(one_thread, splits):
     # the recorded run's first 100 steps again: same seed, same schedule (cosine over 2,000 steps)
