@@ -97,50 +97,45 @@ def _outcomes(report: Path) -> dict[str, str]:
     return out
 
 
-def _pytest(name: str, args: list[str], report: Path, capture: bool) -> tuple[float, str]:
+def _pytest(name: str, args: list[str], report: Path) -> tuple[float, str]:
+    """One pytest process under configuration ``name``: its seconds and its output."""
     env = {**os.environ, **CONFIGS[name]}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *args],
-                          env=env, cwd=ROOT, capture_output=capture, text=True)  # fmt: skip
-    return time.perf_counter() - start, (done.stdout + done.stderr) if capture else ""
+                          env=env, cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    return time.perf_counter() - start, done.stdout + done.stderr
 
 
 def run(names: list[str], pytest_args: list[str], selections: list[str] | None = None, jobs: int = 1) -> int:
-    """Run the selection under each configuration; print the table; 1 if anything failed."""
+    """Run the selection under each configuration; print the table; 1 if anything failed.
+
+    With ``selections``, one pytest process per (selection, configuration), ``jobs`` at a time;
+    without, one per configuration, in turn. Each run's output is printed when it ends.
+    """
+    if selections:
+        runs = [(selection, name, ["-p", "no:xdist", *pytest_args, selection])
+                for selection, name in itertools.product(selections, names)]  # fmt: skip
+    else:
+        runs, jobs = [("all", name, pytest_args) for name in names], 1
     table: dict[str, dict[str, str]] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        if selections:  # one pytest process per (selection, configuration), `jobs` at a time
-            runs = list(itertools.product(selections, names))
-            reports = [Path(tmp) / f"{i}.xml" for i in range(len(runs))]
-            start = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(_pytest, name, ["-p", "no:xdist", *pytest_args, selection], report, True)
-                           for (selection, name), report in zip(runs, reports)]  # fmt: skip
-                for (selection, name), future in zip(runs, futures):
-                    took, output = future.result()
-                    print(f"== {name} ({' '.join(f'{k}={v}' for k, v in CONFIGS[name].items()) or 'nothing set'}):"
-                          f" {selection}, {took:.0f} s\n{output.strip()}", flush=True)
-                    seconds[name] = seconds.get(name, 0.0) + took
-            wall = time.perf_counter() - start
-            for (selection, name), report in zip(runs, reports):
-                if not report.exists():
-                    table.setdefault(f"{selection} (pytest did not run)", {})[name] = "error"
-                    continue
-                for test, outcome in _outcomes(report).items():
-                    table.setdefault(test, {})[name] = outcome
-        else:
-            for name in names:
-                report = Path(tmp) / f"{name}.xml"
-                print(f"== {name}: {' '.join(f'{k}={v}' for k, v in CONFIGS[name].items()) or '(nothing set)'}",
-                      flush=True)
-                seconds[name], _ = _pytest(name, pytest_args, report, False)
-                if not report.exists():
-                    table.setdefault("(pytest did not run)", {})[name] = "error"
-                    continue
-                for test, outcome in _outcomes(report).items():
-                    table.setdefault(test, {})[name] = outcome
-            wall = sum(seconds.values())
+        reports = [Path(tmp) / f"{i}.xml" for i in range(len(runs))]
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_pytest, name, args, report) for (_, name, args), report in zip(runs, reports)]
+            for (label, name, _), future in zip(runs, futures):
+                took, output = future.result()
+                setting = " ".join(f"{k}={v}" for k, v in CONFIGS[name].items()) or "nothing set"
+                print(f"== {name} ({setting}): {label}, {took:.0f} s\n{output.strip()}", flush=True)
+                seconds[name] = seconds.get(name, 0.0) + took
+        wall = time.perf_counter() - start
+        for (label, name, _), report in zip(runs, reports):
+            if not report.exists():
+                table.setdefault(f"{label} (pytest did not run)", {})[name] = "error"
+                continue
+            for test, outcome in _outcomes(report).items():
+                table.setdefault(test, {})[name] = outcome
     failed = {t: r for t, r in table.items() if any(v in ("FAIL", "ERROR", "error") for v in r.values())}
     missing = {t: r for t, r in table.items() if set(r) != set(names)}
     print("\n== test x configuration (only the tests that failed somewhere; "
