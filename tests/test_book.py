@@ -183,6 +183,7 @@ def desktop_pages(browser, server) -> dict[str, dict]:
     laid out; with every widget scrolled into view, its figures and progress bars; each widget's
     answer to a moved control; and, last, the page in print media."""
     seen = {}
+    _forget_screenshots(DESKTOP)
     for page_path in book_pages() + ["search.html"]:
         v = Visit(browser, server, page_path)
         images = v.page.evaluate(
@@ -199,6 +200,7 @@ def desktop_pages(browser, server) -> dict[str, dict]:
                   "TeX error": tex_errors, "loaded": dict(v.loaded), "sent": sent,
                   "too wide": v.page.evaluate(_TOO_WIDE)}
         _show_widgets(v)
+        _screenshot_if_chosen(v, page_path, DESKTOP)
         record["shrunk"] = v.page.evaluate(_SHRUNK_FIGURES, MIN_FIGURE_SCALE)
         record["progress"] = v.page.evaluate(_PROGRESS)
         record["widgets"] = v.page.locator(".precomputed-interact").count()
@@ -426,16 +428,40 @@ def _show_widgets(v: Visit) -> None:
     v.page.wait_for_timeout(200)
 
 
-def test_no_page_wider_than_a_phone(visit):
-    wide = []
+def _forget_screenshots(viewport: dict) -> None:
+    """Delete the screenshots an earlier run left at this width, so each one checked was taken now."""
+    for old in ARTIFACTS.glob(f"*-{viewport['width']}.png"):
+        old.unlink()
+
+
+def _screenshot_if_chosen(v: Visit, page_path: str, viewport: dict) -> None:
+    """A full-page screenshot, to look at, of the chapters in SCREENSHOT_CHAPTERS: test-artifacts/NN_name-WIDTH.png."""
+    if not any(page_path == _chapter(number) for number in SCREENSHOT_CHAPTERS):
+        return
+    ARTIFACTS.mkdir(exist_ok=True)
+    v.page.evaluate("() => window.scrollTo(0, 0)")
+    v.page.screenshot(path=str(ARTIFACTS / f"{Path(page_path).stem}-{viewport['width']}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def phone_pages(browser, server) -> dict[str, dict]:
+    """Every page opened once at 390 px, with every widget scrolled into view: how wide it lays out, and what
+    sticks out."""
+    seen = {}
+    _forget_screenshots(PHONE)
     for page_path in book_pages():
-        v = visit(page_path, PHONE)
+        v = Visit(browser, server, page_path, PHONE)
         _show_widgets(v)
-        result = v.page.evaluate(_SIDEWAYS)
-        if result["scrollWidth"] > PHONE["width"]:
-            wide.append(f"{page_path}: {result['scrollWidth']} px wide at {PHONE['width']} px; sticking out:\n    "
-                        + "\n    ".join(result["named"] or ["(nothing named)"]))
+        _screenshot_if_chosen(v, page_path, PHONE)
+        seen[page_path] = v.page.evaluate(_SIDEWAYS)
         v.close()
+    return seen
+
+
+def test_no_page_wider_than_a_phone(phone_pages):
+    wide = [f"{page_path}: {result['scrollWidth']} px wide at {PHONE['width']} px; sticking out:\n    "
+            + "\n    ".join(result["named"] or ["(nothing named)"])
+            for page_path, result in phone_pages.items() if result["scrollWidth"] > PHONE["width"]]
     assert not wide, "pages wider than a phone's screen:\n" + "\n".join(wide)
 
 
@@ -616,15 +642,8 @@ def test_large_files_are_sent_compressed(visit):
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
-def test_screenshots(visit, viewport):
-    """Full-page screenshots of four chapters, to look at: test-artifacts/NN_name-WIDTH.png."""
-    ARTIFACTS.mkdir(exist_ok=True)
+def test_screenshots(desktop_pages, phone_pages, viewport):
+    """Full-page screenshots of four chapters at each width, taken as the pages were opened above, to look at."""
     for number in SCREENSHOT_CHAPTERS:
-        page_path = _chapter(number)
-        v = visit(page_path, viewport)
-        _show_widgets(v)
-        v.page.evaluate("() => window.scrollTo(0, 0)")
-        target = ARTIFACTS / f"{Path(page_path).stem}-{viewport['width']}.png"
-        v.page.screenshot(path=str(target), full_page=True)
-        assert target.stat().st_size > 10_000
-        v.close()
+        target = ARTIFACTS / f"{Path(_chapter(number)).stem}-{viewport['width']}.png"
+        assert target.exists() and target.stat().st_size > 10_000, f"no screenshot {target.name}"

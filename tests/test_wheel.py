@@ -116,6 +116,7 @@ def wheel_env(tmp_path_factory) -> Environment:
     constraints = base / "constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins().items()))
     env["PIP_CONSTRAINT"] = str(constraints)
+    env["PIP_COMPILE"] = "0"  # as --no-compile: modules compile when first imported (the same files installed)
 
     # 1. the wheel, from a copy of the project's sources (a build/ folder of an earlier build would
     #    otherwise lend the wheel files that pyproject.toml no longer ships)
