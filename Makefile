@@ -52,10 +52,14 @@ unit: $(STAMP) sandbox
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope chapters --durations=10
 
-# the built book in headless Chromium, plus an internal link check
+# the built book in headless Chromium, plus an internal link check. The checks at a phone's width run
+# in a second process beside the others (most of a page's time is waiting on it); its report follows
 book-tests: book
 	tools/ensure_command.sh chromium chromium
-	$(BIN)/python -m pytest tests/test_book.py -m book --durations=10
+	@mkdir -p _build
+	$(BIN)/python -m pytest tests/test_book.py -m "book and phone" > _build/phone-tests.log 2>&1 & phone=$$!; \
+	status=0; $(BIN)/python -m pytest tests/test_book.py -m "book and not phone" --durations=10 || status=$$?; \
+	wait $$phone || status=$$?; cat _build/phone-tests.log; exit $$status
 
 # the checks that depend on a training run, under three numeric configurations besides the default
 # (tools/numeric_matrix.py: PyTorch's kernels without vector code, with AVX2, and MKL's reproducible

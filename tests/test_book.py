@@ -12,6 +12,10 @@ wider than the content column; every figure shown at 85% or more of the size it 
 at; no red or unfinished progress bar; solutions printed open; one search box, and search
 that finds what a chapter teaches rather than its plotting code; pages that load only what
 they use. Screenshots of four chapters at both widths land in ``test-artifacts/``.
+
+Every page is opened once at each width (the module fixtures ``desktop_pages`` and ``phone_pages``),
+and most checks read what was recorded there. `make test` runs the checks at a phone's width
+(marked ``phone``) and the others in two processes at once: most of a page's time is waiting on it.
 """
 
 from __future__ import annotations
@@ -458,6 +462,7 @@ def phone_pages(browser, server) -> dict[str, dict]:
     return seen
 
 
+@pytest.mark.phone
 def test_no_page_wider_than_a_phone(phone_pages):
     wide = [f"{page_path}: {result['scrollWidth']} px wide at {PHONE['width']} px; sticking out:\n    "
             + "\n    ".join(result["named"] or ["(nothing named)"])
@@ -641,9 +646,17 @@ def test_large_files_are_sent_compressed(visit):
         assert transferred < decoded / 2, f"{name} sent uncompressed: {transferred} of {decoded} bytes"
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
-def test_screenshots(desktop_pages, phone_pages, viewport):
-    """Full-page screenshots of four chapters at each width, taken as the pages were opened above, to look at."""
+def _assert_screenshots(viewport: dict) -> None:
     for number in SCREENSHOT_CHAPTERS:
         target = ARTIFACTS / f"{Path(_chapter(number)).stem}-{viewport['width']}.png"
         assert target.exists() and target.stat().st_size > 10_000, f"no screenshot {target.name}"
+
+
+def test_screenshots_at_1280(desktop_pages):
+    """Full-page screenshots of four chapters, taken as the pages were opened, to look at."""
+    _assert_screenshots(DESKTOP)
+
+
+@pytest.mark.phone
+def test_screenshots_at_390(phone_pages):
+    _assert_screenshots(PHONE)
