@@ -3,9 +3,10 @@
 The widget: every frame distinct, every frame within the book's column, each frame showing its
 own distribution and sample, and the computation behind one frame (a next-character
 distribution and an 80-character sample) quick. The timing: the chapter's prose says that
-generation without the cache grows faster with the length than with it, that with it a step's
-cost barely grows, and that the speed-up grows with the length; the measured numbers are checked
-here, not in the chapter, because timings vary from run to run.
+generation without the cache grows faster with the length than with it, but at these lengths more
+slowly than the square of the length, that with it a step's cost barely grows, and that the
+speed-up grows with the length; the measured numbers are checked here, not in the chapter,
+because timings vary from run to run.
 
 The chapter is executed once (the ``chapter`` fixture), without the cells no check reads; the
 checks call the same render function and data the widget was built from. A frame's time is
@@ -100,10 +101,11 @@ def test_the_chapter_times_the_lengths_timed_here():
 
 
 def test_the_uncached_time_grows_faster_and_the_cached_one_about_linearly(chapter):
-    # the chapter's prose: without the cache the fitted exponent is larger than with it, with
-    # it a step's cost barely grows (the exponent stays close to 1), and the speed-up grows with
-    # the length. The chapter's own timing is not asserted there, so the same generation is
-    # timed again here as processor time, best of three, on one thread
+    # the chapter's prose: without the cache the fitted exponent is larger than with it but below
+    # 2 (a step's fixed cost still matters at these lengths), with it a step's cost barely grows
+    # (the exponent stays close to 1), and the speed-up grows with the length. The chapter's own
+    # timing is not asserted there, so the same generation is timed again here as processor time,
+    # best of three, on one thread
     chapter.inject(
         f"""
 lengths = np.array({LENGTHS})
@@ -111,7 +113,7 @@ torch.set_num_threads(1)
 checked = np.array([[_best_seconds(lambda: tl.generate(wide, start, int(n), greedy=True, use_cache=c),
                                    repeats=3) for c in (False, True)] for n in lengths])
 without, with_ = [np.polyfit(np.log(lengths), np.log(checked[:, j]), 1)[0] for j in (0, 1)]
-assert without > with_ + 0.2, (without, with_, checked)
+assert with_ + 0.2 < without < 2, (without, with_, checked)
 assert 0.7 < with_ < 1.3, (without, with_, checked)
 speed_up = checked[:, 0] / checked[:, 1]
 # grows with the length: the longest text gains most, and more than twice the shortest's
