@@ -16,7 +16,10 @@ CELLS_NOT_NEEDED = {"6d7340cf": "the live run", "85aeaeef": "its curves", "1c001
 CELLS_NOT_NEEDED |= {"c517e42c": "the test set translated", "421b2f3c": "BLEU with and without twins",
                      "07ebe1f6": "its numbers", "bd0619ff": "the record's numbers, with its BLEU",
                      "f9bdecea": "exact translations", "a2eb4f2c": "examples", "4e8e2d8a": "more examples",
-                     "f21b5617": "the loop", "66f97997": "unknown words", "bd5eeea1": "their numbers"}  # fmt: skip
+                     "f21b5617": "the loop", "66f97997": "unknown words", "bd5eeea1": "their numbers",
+                     "3b7f0c21": "BLEU from counts, twins' bootstrap", "3b7f0c22": "its numbers",
+                     "6a2e9d41": "beam widths' paired bootstrap", "6a2e9d42": "its numbers",
+                     "4c8d1e51": "what else the unknown-word sentences differ in"}  # fmt: skip
 
 
 def test_every_frame_differs(chapter):
