@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JOBS ?= 2
 SUBMISSIONS ?= submissions
 
-.PHONY: help setup book test lint unit notebooks book-tests bench lab exercises grade sandbox clean
+.PHONY: help setup book test lint unit notebooks chapter-checks book-tests bench lab exercises grade sandbox clean
 
 help:
 	@echo "make book       execute the chapters and build the HTML book into _build/html"
@@ -25,7 +25,7 @@ help:
 # process gets one thread rather than PyTorch's default of one per core, which oversubscribes the
 # cores: on 2 cores nbval of every chapter took 249 s with the default and 225 s with one thread each
 # (and every check passed both ways). Chapters run in Jupyter (make lab) keep PyTorch's default.
-unit notebooks matrix book: export OMP_NUM_THREADS = 1
+unit notebooks chapter-checks matrix book: export OMP_NUM_THREADS = 1
 
 # (pip compiles every module up front, 43 s of a fresh environment's 132 s here: without it, the
 # graders' sandboxes, which see the environment read-only, compiled torch again for every notebook)
@@ -51,6 +51,14 @@ unit: $(STAMP) sandbox
 # every chapter, top to bottom, with the outputs of checked cells compared (nbval)
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax -n $(JOBS) --dist loadscope chapters --durations=10
+
+# the same checks on the book's own execution of the chapters (tools/nbval_replay.py): each cell ran
+# without error, and the cells tagged nbval-check-output print what the notebook stores. It saves
+# executing every chapter a second time (about 225 s of make test here); a chapter the book does not
+# execute (one outside _toc.yml) is executed by nbval as usual
+chapter-checks: book
+	$(BIN)/python -m pytest -p tools.nbval_replay --nbval-replay _build/.jupyter_cache --nbval-lax \
+		-n $(JOBS) --dist loadscope chapters --durations=5
 
 # the built book in headless Chromium, plus an internal link check. The checks at a phone's width run
 # in a second process beside the others (most of a page's time is waiting on it); its report follows
@@ -79,7 +87,7 @@ matrix: $(STAMP)
 	$(BIN)/python tools/numeric_matrix.py --configs $(MATRIX_CONFIGS) --jobs $(JOBS) \
 		$(foreach s,$(MATRIX_SET),--select $(s)) -- --nbval-lax
 
-test: lint unit notebooks matrix book-tests
+test: lint unit chapter-checks matrix book-tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

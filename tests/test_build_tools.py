@@ -1,4 +1,5 @@
-"""The book build script (library-aware cache invalidation, failing-cell reports) and the benchmark runner."""
+"""The book build script (library-aware cache invalidation, failing-cell reports), nbval on the book's
+execution, and the benchmark runner."""
 
 from __future__ import annotations
 
@@ -31,7 +32,15 @@ def test_library_hash_follows_every_library_file(tmp_path):
     second = build_book.library_hash(root)
     assert second != first
     (root / "transformer_lib" / "new.py").write_text("")
-    assert build_book.library_hash(root) != second
+    third = build_book.library_hash(root)
+    assert third != second
+    (root / "transformer_lib" / "records").mkdir()
+    (root / "transformer_lib" / "records" / "run.json").write_text("{}")
+    fourth = build_book.library_hash(root)
+    assert fourth != third, "a recorded result is part of the library too"
+    (root / "transformer_lib" / "__pycache__").mkdir()
+    (root / "transformer_lib" / "__pycache__" / "core.pyc").write_bytes(b"x")
+    assert build_book.library_hash(root) == fourth, "compiled files are not the library"
 
 
 def test_cache_is_cleared_only_when_the_library_changed(tmp_path):
@@ -74,6 +83,66 @@ def test_a_failing_cell_fails_the_build_and_is_named(tmp_path):
     assert result.returncode != 0
     assert "execution failed: broken_chapter" in output
     assert "ratio = 1 / 0" in output and "ZeroDivisionError" in output
+
+
+# ------------------------------------------- nbval on the book's own execution (tools/nbval_replay.py)
+
+def _replay(tmp_path: Path, executed_outputs: list | None) -> subprocess.CompletedProcess:
+    """A two-cell notebook whose first cell's output is checked; the cache holds ``executed_outputs``
+    (one list per code cell) as its execution, or nothing when None."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    checked = nbformat.v4.new_code_cell("print(6 * 7)", execution_count=1,
+                                        metadata={"tags": ["nbval-check-output"]},
+                                        outputs=[nbformat.v4.new_output("stream", name="stdout", text="42\n")])
+    nb.cells = [checked, nbformat.v4.new_code_cell("ratio = 6 / 7", execution_count=2)]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    (tmp_path / "cache").mkdir()
+    cache = get_cache(str(tmp_path / "cache"))
+    if executed_outputs is not None:
+        executed = nbformat.from_dict(nb)
+        for cell, outputs in zip(executed.cells, executed_outputs):
+            cell.outputs = outputs
+        cache.cache_notebook_bundle(CacheBundleIn(executed, str(path)), check_validity=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tools.nbval_replay", "--nbval-lax",
+         "--nbval-replay", str(tmp_path / "cache"), str(path), "-p", "no:cacheprovider"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def _stdout(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_output("stream", name="stdout", text=text)
+
+
+def test_nbval_replay_passes_an_execution_that_matches_without_a_kernel(tmp_path):
+    result = _replay(tmp_path, [[_stdout("42\n")], []])
+    assert result.returncode == 0, result.stdout
+    assert "1 notebook(s) checked from the book's execution; 0 executed here" in result.stdout
+
+
+def test_nbval_replay_fails_a_checked_cell_whose_output_changed(tmp_path):
+    result = _replay(tmp_path, [[_stdout("41\n")], []])
+    assert result.returncode == 1
+    assert "Cell 0: Cell outputs differ" in result.stdout and "41" in result.stdout
+
+
+def test_nbval_replay_fails_a_cell_whose_execution_raised(tmp_path):
+    error = nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero",
+                                   traceback=["ZeroDivisionError: division by zero"])
+    result = _replay(tmp_path, [[_stdout("42\n")], [error]])
+    assert result.returncode == 1
+    assert "Cell 1: Cell execution caused an exception" in result.stdout
+    assert "ZeroDivisionError" in result.stdout
+
+
+def test_nbval_replay_executes_a_notebook_the_cache_has_not_run(tmp_path):
+    result = _replay(tmp_path, None)
+    assert result.returncode == 0, result.stdout
+    assert "0 notebook(s) checked from the book's execution; 1 executed here (chapter.ipynb)" in result.stdout
 
 
 # ---------------------------------------------------------------- the benchmarks (benchmarks/run.py)

@@ -3,9 +3,9 @@
 1. Fetch the ipywidgets embedding scripts (RequireJS and @jupyter-widgets/html-manager) from
    the npm registry once, into _static/widgets/, so the built book serves them itself and
    reads offline (no CDN at read time).
-2. Clear Jupyter Book's execution cache when the library has changed since the last build:
-   the cache keys on a notebook's own code only, so without this a page could show output
-   computed with an older transformer_lib.
+2. Clear Jupyter Book's execution cache when the library (its code, data or recorded
+   results) has changed since the last build: the cache keys on a notebook's own code only,
+   so without this a page could show output computed with an older transformer_lib.
 3. Execute the notebooks of the table of contents that have no up-to-date entry in that cache,
    several at once (jupyter-cache's own parallel executor, one process per core), so a cold
    build takes the time of the slowest chapters rather than of all of them. A failing cell
@@ -74,11 +74,12 @@ def fetch_widget_scripts(root: Path) -> None:
 
 
 def library_hash(root: Path) -> str:
-    """A digest of every source file of transformer_lib (names and contents)."""
+    """A digest of every file of transformer_lib (names and contents): code, data and records."""
     digest = hashlib.sha256()
-    for path in sorted((root / "transformer_lib").rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(path.read_bytes())
+    for path in sorted((root / "transformer_lib").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
