@@ -10,18 +10,24 @@ fixed subset of the validation sentences every ``eval_every`` steps, then
   2, 4 and 8 with length normalisation), with sacreBLEU's defaults against every
   reference translation of each English sentence, on the weights as saved;
 - writes ``transformer_lib/records/translation/results.json``: settings, seed, versions, hardware and load,
-  wall and processor times, the training curve and the final BLEU scores.
+  wall and processor times, the training curve and the final BLEU scores;
+- writes ``transformer_lib/records/translation/test_translations.json.gz``: each test sentence's
+  translation, greedy and with each beam width, and what produced them (command, commit, alpha,
+  widths), so that the translations can be compared sentence by sentence without decoding again.
 
 Settings were chosen on the validation BLEU only. ``--steps`` and ``--out`` change the run
 (e.g. a short trial that must not overwrite the shipped results). ``--device cuda`` trains and
 evaluates on an NVIDIA GPU (``make translation TRANSLATION_ARGS="--device cuda"``); the record's
-hardware notes the device.
+hardware notes the device. ``--decode-only`` trains nothing: it loads ``model.pt`` from ``--out``,
+decodes the test set and writes ``test_translations.json.gz`` alone, leaving ``results.json``
+(the training record) as it is.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import platform
@@ -53,6 +59,7 @@ CONFIG = dict(d_model=128, num_heads=4, num_layers=3, d_ff=512, dropout=0.0)
 TRAINING = dict(steps=1750, eval_every=250, valid_sentences=500, batch_size=128, warmup_steps=400,
                 lr_factor=0.3, smoothing=0.1, seed=SEED)  # fmt: skip
 BEAMS = (1, 2, 4, 8)
+TRANSLATIONS = "test_translations.json.gz"  # beside results.json
 ALPHA = 0.6  # length normalisation of beam search (Wu et al., 2016; the paper's value)
 GOAL_BLEU, GOAL_MINUTES = 30.0, 10.0
 
@@ -92,30 +99,107 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def test_scores(model: tl.Transformer, data: tr.TranslationData, beams: tuple[int, ...] = BEAMS) -> dict:
-    """Held-out test BLEU, greedy and with each beam width, and the seconds each took."""
+def test_scores(
+    model: tl.Transformer, data: tr.TranslationData, beams: tuple[int, ...] = BEAMS, sentences: int | None = None
+) -> tuple[dict, dict]:
+    """Held-out test BLEU, greedy and with each beam width, and the seconds each took; and the
+    translations themselves, ``{"greedy": [...], "beam1": [...], ...}`` in the order of
+    ``data.references("test")``. ``sentences`` keeps only the first ones (a quick trial)."""
     sources, references = data.references("test")
-    scores = {}
+    if sentences is not None:
+        if not isinstance(sentences, int) or sentences < 1:
+            raise ValueError(f"sentences must be a positive int, got {sentences!r}")
+        sources, references = sources[:sentences], references[:sentences]
+    scores, translations = {}, {}
     for name, beam in [("greedy", None)] + [(f"beam{k}", k) for k in beams]:
         start = time.perf_counter()
         hyps = tr.translate(model, sources, data.src_vocab, data.tgt_vocab, beam_size=beam, alpha=ALPHA)
         bleu = tr.corpus_bleu(hyps, references)
         scores[name] = {"bleu": round(bleu.score, 2), "seconds": round(time.perf_counter() - start, 1),
                         "sacrebleu": str(bleu), "signature": tr.bleu_signature(hyps, references)}  # fmt: skip
+        translations[name] = hyps
         print(f"test {name}: {bleu}", flush=True)
-    return scores
+    return scores, translations
 
 
-def main() -> None:
+def write_translations(path: Path, translations: dict, scores: dict, beams: tuple[int, ...], command: str) -> dict:
+    """Write the test translations and what produced them to ``path`` (gzip-compressed JSON);
+    return the record written."""
+    record = {
+        "what": "each distinct English test sentence's French translation by the model of model.pt, in the "
+                "order of TranslationData.references('test'), greedy and by beam search of each width",
+        "command": command,
+        "git_commit": git_commit(),
+        "data": DATA,
+        "alpha": ALPHA,
+        "beams": list(beams),
+        "sentences": len(translations["greedy"]),
+        "bleu": {name: score["bleu"] for name, score in scores.items()},
+        "versions": {"torch": torch.__version__, "sacrebleu": sacrebleu.__version__},
+        "translations": translations,
+    }  # fmt: skip
+    # mtime=0: the same translations give the same bytes
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write((json.dumps(record, indent=0, ensure_ascii=False) + "\n").encode("utf-8"))
+    return record
+
+
+def read_translations(path: Path) -> dict:
+    """The record :func:`write_translations` wrote."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def decode_only(
+    out: Path,
+    beams: tuple[int, ...],
+    command: str,
+    device: str = "cpu",
+    sentences: int | None = None,
+    data: tr.TranslationData | None = None,
+) -> dict:
+    """Decode the test set with ``out/model.pt`` and write ``out/test_translations.json.gz``; no
+    training, and ``out/results.json`` is not touched."""
+    path = out / "model.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"--decode-only needs a trained model: {path} does not exist")
+    data = tr.make_translation_data(**DATA) if data is None else data
+    model, src_vocab, tgt_vocab, _ = tr.load_translation_model(path)
+    if (src_vocab, tgt_vocab) != (data.src_vocab, data.tgt_vocab):
+        raise ValueError(f"the vocabularies of {path} are not those of the data settings {DATA}")
+    scores, translations = test_scores(model.to(device), data, beams, sentences)
+    return write_translations(out / TRANSLATIONS, translations, scores, beams, command)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=TRAINING["steps"])
     parser.add_argument("--out", type=Path, default=OUT, help="folder for model.pt and results.json")
     parser.add_argument("--beams", default=",".join(map(str, BEAMS)), help="beam widths for the test scores")
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads (default %(default)s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--decode-only",
+        action="store_true",
+        help=f"train nothing: decode the test set with OUT/model.pt and write OUT/{TRANSLATIONS}",
+    )
+    parser.add_argument(
+        "--sentences", type=int, default=None, help="with --decode-only: only the first N test sentences (a trial)"
+    )
     add_device_option(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.sentences is not None and not args.decode_only:
+        parser.error(
+            f"--sentences needs --decode-only (the training record scores the whole test set), got "
+            f"--sentences {args.sentences} without it"
+        )
     torch.set_num_threads(args.threads)
+    beams = tuple(int(k) for k in args.beams.split(",") if k)
+    command = "python scripts/train_translation.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.decode_only:
+        record = decode_only(args.out, beams, command.strip(), args.device, args.sentences)
+        print(f"wrote {args.out / TRANSLATIONS}: {record['sentences']} sentences, BLEU {record['bleu']}", flush=True)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     start = time.perf_counter()
@@ -135,7 +219,8 @@ def main() -> None:
     tr.save_translation_model(path, model, data.src_vocab, data.tgt_vocab, history)
     model, _, _, _ = tr.load_translation_model(path)  # evaluate the weights as shipped (float16)
     model = model.to(args.device)
-    scores = test_scores(model, data, tuple(int(k) for k in args.beams.split(",") if k))
+    scores, translations = test_scores(model, data, beams)
+    write_translations(args.out / TRANSLATIONS, translations, scores, beams, command.strip())
 
     results = {
         "task": "English -> French, Tatoeba pairs (tatoeba.org, CC BY 2.0 FR), split by English sentence",

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -397,6 +398,42 @@ def test_the_shipped_model_scores_as_recorded(recorded, data):
     sources, references = data.references("test")
     hypotheses = tl.translate(model, sources, src_vocab, tgt_vocab)
     assert round(tl.corpus_bleu(hypotheses, references).score, 2) == recorded["test"]["greedy"]["bleu"]
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_translation", ROOT / "scripts" / "train_translation.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_decode_only_writes_the_translations_and_leaves_the_training_record(data, tmp_path, monkeypatch):
+    """``--decode-only`` on six test sentences: the translations file has its fields, one
+    translation per test sentence and width, in order, and results.json is left as it was. (The
+    shipped model, because an untrained one writes the same tokens whatever the sentence.)"""
+    script = _script()
+    shutil.copy(RESULTS / "model.pt", tmp_path / "model.pt")
+    model, _, _, _ = tr.load_translation_model(tmp_path / "model.pt")
+    (tmp_path / "results.json").write_text('{"training": "untouched"}')
+    monkeypatch.setattr(script.tr, "make_translation_data", lambda **settings: data)  # no second build
+    argv = ["--decode-only", "--out", str(tmp_path), "--beams", "1,2", "--sentences", "6", "--no-progress"]
+    script.main(argv)
+    assert (tmp_path / "results.json").read_text() == '{"training": "untouched"}'
+    record = script.read_translations(tmp_path / script.TRANSLATIONS)
+    assert record["command"] == "python scripts/train_translation.py " + " ".join(argv)
+    assert (record["alpha"], record["beams"], record["sentences"]) == (0.6, [1, 2], 6)
+    assert record["data"] == script.DATA and "git_commit" in record
+    sources, references = data.references("test")
+    hyps = record["translations"]
+    assert list(hyps) == ["greedy", "beam1", "beam2"] and all(len(h) == 6 for h in hyps.values())
+    assert hyps["greedy"] == tr.translate(model, sources[:6], data.src_vocab, data.tgt_vocab)
+    assert len(set(hyps["greedy"])) == 6  # so the order is checked too
+    assert hyps["beam2"] == tr.translate(model, sources[:6], data.src_vocab, data.tgt_vocab, beam_size=2)
+    assert record["bleu"]["beam2"] == round(tr.corpus_bleu(hyps["beam2"], references[:6]).score, 2)
+    with pytest.raises(SystemExit):  # --sentences alone would cut the training record's test set
+        script.main(["--sentences", "6", "--out", str(tmp_path)])
 
 
 # --------------------------------------------------------------------------- the benchmark
