@@ -438,13 +438,18 @@ def _forget_screenshots(viewport: dict) -> None:
         old.unlink()
 
 
+def _screenshot_path(page_path: str, viewport: dict) -> Path:
+    """Where the screenshot of a page at a viewport's width goes: test-artifacts/NN_name-WIDTH.png."""
+    return ARTIFACTS / f"{Path(page_path).stem}-{viewport['width']}.png"
+
+
 def _screenshot_if_chosen(v: Visit, page_path: str, viewport: dict) -> None:
     """A full-page screenshot, to look at, of the chapters in SCREENSHOT_CHAPTERS: test-artifacts/NN_name-WIDTH.png."""
     if not any(page_path == _chapter(number) for number in SCREENSHOT_CHAPTERS):
         return
     ARTIFACTS.mkdir(exist_ok=True)
     v.page.evaluate("() => window.scrollTo(0, 0)")
-    v.page.screenshot(path=str(ARTIFACTS / f"{Path(page_path).stem}-{viewport['width']}.png"), full_page=True)
+    v.page.screenshot(path=str(_screenshot_path(page_path, viewport)), full_page=True)
 
 
 @pytest.fixture(scope="module")
@@ -648,7 +653,7 @@ def test_large_files_are_sent_compressed(visit):
 
 def _assert_screenshots(viewport: dict) -> None:
     for number in SCREENSHOT_CHAPTERS:
-        target = ARTIFACTS / f"{Path(_chapter(number)).stem}-{viewport['width']}.png"
+        target = _screenshot_path(_chapter(number), viewport)
         assert target.exists() and target.stat().st_size > 10_000, f"no screenshot {target.name}"
 
 
