@@ -436,6 +436,23 @@ def test_decode_only_writes_the_translations_and_leaves_the_training_record(data
         script.main(["--sentences", "6", "--out", str(tmp_path)])
 
 
+def test_the_recorded_translations_score_as_the_record_says(recorded, data):
+    """The shipped test translations (``--decode-only``) give results.json's test BLEU, width by
+    width, and say what produced them; chapter 12 reads them for its paired bootstrap."""
+    script = _script()
+    path = RESULTS / script.TRANSLATIONS
+    assert path.stat().st_size < 300e3
+    record = script.read_translations(path)
+    assert record["command"].startswith("python scripts/train_translation.py --decode-only")
+    assert (record["alpha"], tuple(record["beams"])) == (script.ALPHA, script.BEAMS)
+    assert record["data"] == script.DATA and len(record["git_commit"]) == 40
+    _, references = data.references("test")
+    assert set(record["translations"]) == set(recorded["test"])
+    for name, hyps in record["translations"].items():
+        assert len(hyps) == len(references) == record["sentences"] == 2000
+        assert round(tr.corpus_bleu(hyps, references).score, 2) == recorded["test"][name]["bleu"], name
+
+
 # --------------------------------------------------------------------------- the benchmark
 
 
