@@ -101,8 +101,9 @@ SHAKESPEARE_ARGS ?=
 shakespeare: $(STAMP)
 	$(BIN)/python scripts/train_shakespeare.py $(SHAKESPEARE_ARGS)
 
-# the English -> French Transformer on the Tatoeba pairs, into transformer_lib/records/translation/ (model.pt and
-# results.json; about 9 minutes in all on an idle 2-core machine, 6.9 of them training steps on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try
+# the English -> French Transformer on the Tatoeba pairs, into transformer_lib/records/translation/ (model.pt,
+# results.json and test_translations.json.gz; about 9 minutes in all on an idle 2-core machine, 6.9 of them training steps on one thread); TRANSLATION_ARGS="--steps 100 --out /tmp/t" to try;
+# TRANSLATION_ARGS="--decode-only" rewrites only the test translations, from the saved model.pt
 TRANSLATION_ARGS ?=
 .PHONY: translation
 translation: $(STAMP)
