@@ -35,6 +35,8 @@ Every run records its full settings (the whole model configuration and the train
 the commit its process started from, and whether the files a run imports (the library, this
 script, ``train_shakespeare.py``, ``devices.py``) differed from that commit; the script refuses
 to add a run made from such an edited tree to the shipped record unless ``--allow-dirty``.
+``--rerun-edited`` runs again, from the present (clean) tree, every recorded run that was made
+from an edited one, and replaces its record.
 
 ``python scripts/ablations.py`` (``make ablations``) runs what is missing and prints the
 table; ``--table`` prints it from the results alone. ``--device cuda`` trains on an NVIDIA
@@ -528,8 +530,10 @@ def library_state() -> dict[str, Any]:
                                                         ":(exclude)transformer_lib/records"))}  # fmt: skip
 
 
-def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None) -> list[tuple[str, int]]:
-    """The runs not yet in ``results`` with the settings they would have now."""
+def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None,
+         rerun_edited: bool = False) -> list[tuple[str, int]]:
+    """The runs not yet in ``results`` with the settings they would have now (and, with
+    ``rerun_edited``, those recorded from a tree whose run files differed from its commit)."""
     out = []
     for seed in seeds:  # every variant's first seed first, so that a stopped invocation has them all
         for name in names:
@@ -537,7 +541,8 @@ def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int
             if missing_switches(v):
                 continue
             done = results["runs"].get(run_key(name, seed))
-            if done is None or not same_settings(done["settings"], settings(v, steps)):
+            if (done is None or not same_settings(done["settings"], settings(v, steps))
+                    or (rerun_edited and done.get("edited files"))):
                 out.append((name, seed))
     return out
 
@@ -662,6 +667,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--table", action="store_true", help="print the table from the results file and stop")
     parser.add_argument(
+        "--rerun-edited",
+        action="store_true",
+        help="also run again the recorded runs whose files differed from their commit (their record is replaced)",
+    )
+    parser.add_argument(
         "--allow-dirty",
         action="store_true",
         help="add runs to the shipped record although the files a run imports differ from the commit",
@@ -685,7 +695,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     start = time.perf_counter()
     describe(results)
-    work = todo(results, args.variants, args.seeds, args.steps)
+    work = todo(results, args.variants, args.seeds, args.steps, args.rerun_edited)
     invocation = {
         "command": "python scripts/ablations.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "versions": versions, "hardware": {**shakespeare.hardware(1), **describe_device(args.device)},
@@ -695,8 +705,10 @@ def main(argv: list[str] | None = None) -> None:
     results["invocations"].append(invocation)
     save(results, args.out)
     print(f"{len(work)} runs to do, {args.jobs} at a time; pending variants: {list(results['pending'])}", flush=True)
+    finished: set[tuple[str, int]] = set()
     for attempt in range(3):  # a worker killed from outside (out of memory, ...) breaks the pool: start another
-        remaining = todo(results, args.variants, args.seeds, args.steps)
+        remaining = [run for run in todo(results, args.variants, args.seeds, args.steps, args.rerun_edited)
+                     if run not in finished]  # (a run redone from an edited tree stays "edited")
         if not remaining:
             break
         try:
@@ -713,6 +725,7 @@ def main(argv: list[str] | None = None) -> None:
                     record["commit"] = versions["commit"]
                     record["edited files"] = versions["edited files"]
                     results["runs"][run_key(record["variant"], record["seed"])] = record
+                    finished.add((record["variant"], record["seed"]))
                     finish(results, invocation, start, args.out)
                     print(f"{record['variant']:>22} seed {record['seed']}: {record['final']} "
                           f"({record['seconds']['whole run']:.0f} s)", flush=True)  # fmt: skip

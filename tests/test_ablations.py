@@ -318,6 +318,27 @@ def test_an_invocation_resumes_and_reruns_only_what_changed(tmp_path, one_thread
     assert third["runs"]["reverse_no_smoothing/seed0"]["settings"]["training"]["steps"] == 13
 
 
+def test_rerun_edited_redoes_only_runs_recorded_from_an_edited_tree(tmp_path, one_thread, monkeypatch):
+    clean = {**ablations.library_state(), "edited files": []}
+    monkeypatch.setattr(ablations, "library_state", lambda: clean)
+    out = tmp_path / "results.json"
+    args = ["--variants", "reverse_no_smoothing", "--seeds", "0", "--steps", "12", "--jobs", "1", "--out", str(out)]
+    ablations.main(args)
+    ablations.main([*args, "--rerun-edited"])  # recorded from a clean tree: nothing to redo
+    assert json.loads(out.read_text())["invocations"][1]["runs"] == 0
+    results = json.loads(out.read_text())
+    results["runs"]["reverse_no_smoothing/seed0"]["edited files"] = ["transformer_lib/layers.py"]
+    out.write_text(json.dumps(results))
+    ablations.main(args)  # without the switch an edited run is kept
+    assert json.loads(out.read_text())["invocations"][2]["runs"] == 0
+    ablations.main([*args, "--rerun-edited"])
+    redone = json.loads(out.read_text())
+    assert redone["invocations"][3]["runs"] == 1
+    run = redone["runs"]["reverse_no_smoothing/seed0"]
+    assert run["edited files"] == [] and run["invocation"] == 3 and run["commit"] == clean["commit"]
+    assert run["final"] == results["runs"]["reverse_no_smoothing/seed0"]["final"]  # the same code, the same run
+
+
 def test_the_same_seed_gives_the_same_run(one_thread):
     def without_times(run):
         return run["final"], [{k: x for k, x in p.items() if k != "seconds"} for p in run["curve"]]
