@@ -18,8 +18,10 @@ CELLS_NOT_NEEDED |= {"c517e42c": "the test set translated", "421b2f3c": "BLEU wi
                      "f9bdecea": "exact translations", "a2eb4f2c": "examples", "4e8e2d8a": "more examples",
                      "f21b5617": "the loop", "66f97997": "unknown words", "bd5eeea1": "their numbers",
                      "3b7f0c21": "BLEU from counts, twins' bootstrap", "3b7f0c22": "its numbers",
+                     "6a2e9d40": "the recorded beam translations, checked against the model",
                      "6a2e9d41": "beam widths' paired bootstrap", "6a2e9d42": "its numbers",
-                     "4c8d1e51": "what else the unknown-word sentences differ in"}  # fmt: skip
+                     "4c8d1e51": "what else the unknown-word sentences differ in",
+                     "1f19ed0a": "training sentences translated", "1f19ed0b": "their numbers"}  # fmt: skip
 
 
 def test_every_frame_differs(chapter):
