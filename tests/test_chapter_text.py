@@ -109,3 +109,54 @@ def test_every_citation_is_in_the_bibliography():
     cited = {k.strip() for _, text in texts() for group in CITE.findall(text) for k in group.split(",")}
     assert cited, "no page cites anything"
     assert cited <= keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+
+
+# What chapter 17 quotes from other chapters, by chapter number. Each quote must still be in the
+# chapter it names, word for word up to line breaks: a chapter rewritten under a quote leaves the
+# quote telling the reader something that chapter no longer says. (Chapter 9 is described, not
+# quoted.)
+CH17_QUOTES = {
+    "04": ["a saturated softmax barely learns"],
+    "06": ["extra heads are not harmful, just redundant here"],
+    "07": [
+        "Without a mask it is also blind to order: shuffle the words of a sentence and the outputs come back"
+        " shuffled, otherwise unchanged.",
+        "did about as well in the paper's translation experiments",
+    ],
+    "08": ["pays off in practice"],
+    "11": [
+        "does not need the warm-up",
+        "ends clearly worse than with it",
+        "hurts perplexity, as the model learns to be more unsure, but improves accuracy and BLEU score",
+    ],
+}
+
+
+def words(path: Path) -> str:
+    return re.sub(r"\s+", " ", " ".join(source(c) for c in cells(path)))
+
+
+def chapter(number: str) -> Path:
+    (path,) = [p for p in CHAPTERS if p.name.startswith(f"{number}_")]
+    return path
+
+
+def missing_quotes(quotes: dict[str, list[str]]) -> list[str]:
+    ch17 = words(chapter("17"))
+    out = []
+    for number, said in quotes.items():
+        there = words(chapter(number))
+        out += [f"chapter {number} no longer says {q!r}" for q in said if q not in there]
+        out += [f"chapter 17 no longer quotes {q!r}" for q in said if q not in ch17]
+    return out
+
+
+def test_chapter_17_quotes_what_the_other_chapters_still_say():
+    assert not missing_quotes(CH17_QUOTES), "\n".join(missing_quotes(CH17_QUOTES))
+
+
+def test_a_quote_no_chapter_says_is_caught():
+    assert missing_quotes({"09": ["one job of the normalisation"]}) == [
+        "chapter 09 no longer says 'one job of the normalisation'",
+        "chapter 17 no longer quotes 'one job of the normalisation'",
+    ]
