@@ -36,7 +36,8 @@ def test_every_frame_fits_the_column(chapter):
 
 
 def test_the_deep_post_norm_stack_is_slower_not_stuck(chapter):
-    # what the text says about runs longer than the chapter's 200 steps. At step 600 the run
+    # the two longer runs the text invites the reader to try (it quotes no result from them):
+    # the deep post-norm stack is slow, not stuck, and warm-up alone lets it learn. At step 600 the run
     # without warm-up is halfway down its drop (0.92 and 0.90 on two numeric paths), so only
     # "still coming down" is checked there, not its value
     chapter.inject(

@@ -1,10 +1,14 @@
 """The stacks: the :class:`Encoder` (chapter 09) and the :class:`Decoder` (chapter 10).
 
-A stack is three parts, as in the Annotated Transformer: an embedding module (token ids
-to vectors, usually :class:`~transformer_lib.embeddings.Embeddings`; ``None`` for a stack
-that takes vectors, like ``nn.TransformerEncoder``), ``N`` layers with separate weights,
-and an optional final LayerNorm. ``from_config`` builds all three from a
-:class:`~transformer_lib.config.TransformerConfig`.
+A stack is three parts: an embedding module (token ids to vectors, usually
+:class:`~transformer_lib.embeddings.Embeddings`; ``None`` for a stack that takes vectors,
+like ``nn.TransformerEncoder``), ``N`` layers with separate weights, and an optional final
+LayerNorm. ``from_config`` builds all three from a
+:class:`~transformer_lib.config.TransformerConfig`. The Annotated Transformer splits the
+model differently: its ``Encoder`` and ``Decoder`` hold only the layers and a final
+LayerNorm, and the embeddings sit in its ``EncoderDecoder`` (``src_embed``, ``tgt_embed``).
+Its final LayerNorm is always there because its sub-layers are pre-norm (its
+``SublayerConnection`` puts the norm first "for code simplicity"), not the paper's post-norm.
 
 The final LayerNorm. A pre-norm layer leaves its output un-normalised, so a pre-norm
 stack ends with one LayerNorm (GPT-2's ``ln_f``); a post-norm layer already ends with a
