@@ -212,6 +212,27 @@ class TestPositionalEncoding:
         assert out.dtype == torch.float64
         np.testing.assert_allclose(out[1].numpy(), tl.sinusoidal_encoding(10, 8), atol=1e-6)
 
+    def test_default_max_len_is_5000(self):
+        module = tl.PositionalEncoding(8)
+        assert module.max_len == 5000 and module.pe.shape == (5000, 8)
+        with pytest.raises(ValueError, match=r"x has 5001 positions, more than max_len=5000"):
+            module(torch.zeros(1, 5001, 8))
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    def test_low_precision_stays_low_precision(self, dtype):
+        # the float32 table is cast to x's dtype, not x promoted to float32
+        out = tl.PositionalEncoding(8, max_len=10)(torch.zeros(2, 10, 8, dtype=dtype))
+        assert out.dtype == dtype
+        torch.testing.assert_close(out[0], torch.from_numpy(tl.sinusoidal_encoding(10, 8)).to(dtype))
+
+    def test_start_offsets_the_positions(self):
+        module = tl.PositionalEncoding(8, max_len=10)
+        torch.testing.assert_close(module(torch.zeros(1, 3, 8), start=4)[0], module.pe[4:7])
+        with pytest.raises(ValueError, match=r"^start must be a non-negative integer, got -1$"):
+            module(torch.zeros(1, 3, 8), start=-1)
+        with pytest.raises(ValueError, match=r"^x has 3 positions from start=8, more than max_len=10$"):
+            module(torch.zeros(1, 3, 8), start=8)
+
     def test_buffer_is_not_a_parameter(self):
         module = tl.PositionalEncoding(8, max_len=10)
         assert list(module.parameters()) == []
@@ -266,6 +287,13 @@ class TestLearnedPositionalEmbedding:
 
     def test_odd_width_is_fine(self):
         assert tl.LearnedPositionalEmbedding(4, 5)(torch.zeros(1, 4, 5)).shape == (1, 4, 5)
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    def test_low_precision_stays_low_precision(self, dtype):
+        module = tl.LearnedPositionalEmbedding(4, 2)
+        out = module(torch.zeros(1, 3, 2, dtype=dtype), start=1)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out[0], module.embedding.weight[1:4].detach().to(dtype))
 
     def test_float64(self):
         module = tl.LearnedPositionalEmbedding(4, 2).double()
@@ -366,6 +394,35 @@ class TestApplyRotary:
         torch.testing.assert_close(out.double(), complex_rotary(x, torch.tensor([0.0, 0.5, 1.5])), rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(tl.apply_rotary(x, [0, 1, 2]), tl.apply_rotary(x))  # a list is fine too
 
+    def test_half_layout_against_complex_form(self):
+        # the half layout pairs x[k] with x[k + d/2]: the same complex rotation on those pairs
+        x = torch.randn(2, 5, 8, dtype=torch.float64)
+        positions = torch.tensor([0, 1, 3, 10, 700])
+        first, second = x[..., :4], x[..., 4:]
+        theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # (d/2,)
+        angles = positions[:, None] * theta  # (seq, d/2)
+        z = torch.complex(first, second) * torch.polar(torch.ones(5, 4, dtype=torch.float64), angles)
+        torch.testing.assert_close(tl.apply_rotary(x, positions, layout="half"), torch.cat((z.real, z.imag), -1))
+        perm = tl.rotary_permutation(8)
+        torch.testing.assert_close(tl.apply_rotary(x[..., perm], positions, layout="half"),
+                                   tl.apply_rotary(x, positions)[..., perm])  # fmt: skip
+
+    def test_follows_x_to_its_device(self):
+        # the angles are made on x's device, wherever the positions come from ("meta" stands in for a GPU)
+        x = torch.randn(2, 3, 8, device="meta")
+        for positions in (None, torch.arange(3), [0, 1, 2]):
+            for layout in ("interleaved", "half"):
+                out = tl.apply_rotary(x, positions, layout=layout)
+                assert out.device == x.device and out.shape == x.shape
+
+    def test_errors_name_the_argument(self):
+        with pytest.raises(ValueError, match=r"^x must have shape \(\.\.\., seq, d\), got shape \(4,\)$"):
+            tl.apply_rotary(torch.randn(4))
+        with pytest.raises(ValueError, match=r"^base must be a positive float, got -2\.0$"):
+            tl.apply_rotary(torch.randn(3, 4), base=-2.0)
+        with pytest.raises(ValueError, match=r"^layout must be one of .*, got 'halves'$"):
+            tl.apply_rotary(torch.randn(3, 4), layout="halves")
+
     def test_errors(self):
         with pytest.raises(ValueError, match=r"x's last dimension d .*even .*got 5"):
             tl.apply_rotary(torch.randn(3, 5))
@@ -379,6 +436,21 @@ class TestApplyRotary:
             tl.apply_rotary(torch.ones(3, 4, dtype=torch.long))
         with pytest.raises(TypeError, match=r"x .*torch.Tensor.*ndarray"):
             tl.apply_rotary(np.ones((3, 4)))
+
+
+class TestRotaryPermutation:
+    def test_values(self):
+        assert tl.rotary_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+        assert tl.rotary_permutation(2).tolist() == [0, 1]
+        assert tl.rotary_permutation(4, num_heads=3).tolist() == [0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11]
+
+    def test_errors(self):
+        with pytest.raises(ValueError, match=r"^d must be even \(sine and cosine come in pairs\), got 7$"):
+            tl.rotary_permutation(7)
+        with pytest.raises(ValueError, match=r"^num_heads must be a positive integer, got 0$"):
+            tl.rotary_permutation(4, num_heads=0)
+        with pytest.raises(TypeError, match=r"^d must be a positive integer, got float 4\.0$"):
+            tl.rotary_permutation(4.0)
 
 
 @settings(max_examples=30, deadline=None)

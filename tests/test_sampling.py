@@ -248,3 +248,49 @@ class TestErrors:
             sampling.top_k_filter(self.LOG_PROBS, None)
         with pytest.raises(ValueError, match=r"scores must have shape"):
             sampling.top_p_filter(torch.zeros(3), 0.5)
+
+    def test_messages_in_full(self):
+        with pytest.raises(ValueError, match=r"^log_probs must hold log-probabilities or logits \(finite, or -inf for "
+                                             r"banned tokens\), got NaN or \+inf$"):  # fmt: skip
+            tl.sample_next(torch.tensor([[0.0, math.nan]]))
+        # seven rows with no possible token: the message names the first five
+        with pytest.raises(ValueError, match=r"^log_probs must leave at least one token possible in every row, "
+                                             r"got rows \[0, 1, 2, 3, 4\] entirely -inf$"):  # fmt: skip
+            tl.sample_next(torch.full((7, 3), -math.inf))
+        with pytest.raises(TypeError, match=r"^top_p must be None or a number in \(0, 1\], got str 'high'$"):
+            tl.sampling_distribution(self.LOG_PROBS, top_p="high")
+        with pytest.raises(TypeError, match=r"^greedy must be True or False, got int 1$"):
+            tl.sampling_distribution(self.LOG_PROBS, greedy=1)
+
+    def test_filters_name_their_arguments(self):
+        for call in (lambda s: sampling.apply_temperature(s, 0.5), lambda s: sampling.top_k_filter(s, 2),
+                     lambda s: sampling.top_p_filter(s, 0.5)):  # fmt: skip
+            with pytest.raises(ValueError, match=r"^scores must have shape \(batch, vocab\), got shape \(3,\)$"):
+                call(torch.zeros(3))
+        with pytest.raises(ValueError, match=r"^temperature must be positive to divide by it, got 0 \(use greedy "
+                                             r"decoding\)$"):  # fmt: skip
+            sampling.apply_temperature(self.LOG_PROBS, 0)
+        with pytest.raises(TypeError, match=r"^top_k must be an integer >= 1, got None$"):
+            sampling.top_k_filter(self.LOG_PROBS, None)
+        with pytest.raises(TypeError, match=r"^top_p must be a number in \(0, 1\], got None$"):
+            sampling.top_p_filter(self.LOG_PROBS, None)
+
+
+def test_check_sampling_options_defaults():
+    """With no options: temperature 1, no filters, not greedy (the model's own distribution)."""
+    assert sampling.check_sampling_options() == (1.0, None, None, False)
+
+
+def test_top_p_one_leaves_scores_untouched():
+    # a token whose probability underflows to 0 in float32 keeps its finite score: top_p=1 filters nothing
+    scores = torch.tensor([[0.0, -200.0, -math.inf, 1.0]])
+    assert torch.equal(sampling.top_p_filter(scores, 1.0), scores)
+
+
+def test_sampling_with_a_single_possible_token():
+    """A draw when the filters leave one token (or the vocabulary has one) returns that token."""
+    log_probs = torch.log_softmax(torch.randn(4, 30, generator=torch.Generator().manual_seed(8)), -1)
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(tl.sample_next(log_probs, top_k=1, generator=g), log_probs.argmax(-1))
+    assert torch.equal(tl.sample_next(log_probs, top_p=1e-9, generator=g), log_probs.argmax(-1))
+    assert tl.sample_next(torch.zeros(3, 1), generator=g).tolist() == [0, 0, 0]
