@@ -116,11 +116,14 @@ def run(name: str, seed: int, steps: int | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None) -> list[tuple[str, int]]:
-    """The runs not yet in ``results`` with the settings they would have now; every variant's seed 0 first."""
+def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int | None,
+         rerun_edited: bool = False) -> list[tuple[str, int]]:
+    """The runs not yet in ``results`` with the settings they would have now (and, with ``rerun_edited``,
+    those recorded from a tree whose run files differed from its commit); every variant's seed 0 first."""
     return [(name, seed) for seed in seeds for name in names
             if (done := results["runs"].get(ablations.run_key(name, seed))) is None
-            or not ablations.same_settings(done["settings"], settings(name, steps))]  # fmt: skip
+            or not ablations.same_settings(done["settings"], settings(name, steps))
+            or (rerun_edited and done.get("edited files"))]  # fmt: skip
 
 
 def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -165,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=None, help="override the budget (for a quick try)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--table", action="store_true", help="print the table from the results file and stop")
+    parser.add_argument("--rerun-edited", action="store_true",
+                        help="also run again the recorded runs whose files differed from their commit")
     args = parser.parse_args(argv)
     results = ablations.load(args.out)
     if args.table:

@@ -55,3 +55,12 @@ def test_an_invocation_records_and_resumes(tmp_path, monkeypatch):
     assert len(calls) == 4  # nothing left to do
     modern.main(["--variants", "mqa", "--seeds", "0", "--steps", "6", "--out", str(out)])
     assert calls[-1] == ("mqa", 0)  # other settings: run again
+
+
+def test_rerun_edited_picks_only_runs_recorded_from_an_edited_tree():
+    def record(edited):
+        return {"settings": modern.settings("mqa"), "edited files": edited}
+
+    results = {"runs": {"mqa/seed0": record([]), "mqa/seed1": record(["scripts/ablations.py"])}}
+    assert modern.todo(results, ["mqa"], [0, 1], None) == []
+    assert modern.todo(results, ["mqa"], [0, 1], None, rerun_edited=True) == [("mqa", 1)]
