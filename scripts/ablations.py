@@ -540,11 +540,16 @@ def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int
             v = variant(name)
             if missing_switches(v):
                 continue
-            done = results["runs"].get(run_key(name, seed))
-            if (done is None or not same_settings(done["settings"], settings(v, steps))
-                    or (rerun_edited and done.get("edited files"))):
+            if to_run(results["runs"].get(run_key(name, seed)), settings(v, steps), rerun_edited):
                 out.append((name, seed))
     return out
+
+
+def to_run(done: dict[str, Any] | None, now: dict[str, Any], rerun_edited: bool = False) -> bool:
+    """Whether a run recorded as ``done`` (None: not recorded) must run (again) to have settings ``now``;
+    with ``rerun_edited``, also when it was recorded from a tree whose run files differed from its commit."""
+    return (done is None or not same_settings(done["settings"], now)
+            or bool(rerun_edited and done.get("edited files")))
 
 
 def describe(results: dict[str, Any]) -> None:

@@ -121,9 +121,8 @@ def todo(results: dict[str, Any], names: list[str], seeds: list[int], steps: int
     """The runs not yet in ``results`` with the settings they would have now (and, with ``rerun_edited``,
     those recorded from a tree whose run files differed from its commit); every variant's seed 0 first."""
     return [(name, seed) for seed in seeds for name in names
-            if (done := results["runs"].get(ablations.run_key(name, seed))) is None
-            or not ablations.same_settings(done["settings"], settings(name, steps))
-            or (rerun_edited and done.get("edited files"))]  # fmt: skip
+            if ablations.to_run(results["runs"].get(ablations.run_key(name, seed)), settings(name, steps),
+                                rerun_edited)]  # fmt: skip
 
 
 def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
